@@ -1,0 +1,90 @@
+/**
+ * PipelineFunction: every Lambda of the project. A NodejsFunction on nodejs22.x, bundled by
+ * the local esbuild (no Docker), with its own log group, its code version computed at synth,
+ * and metadata that lets the embedded runtime run the same handler module in-process.
+ */
+import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { Architecture, Runtime, type CfnFunction } from 'aws-cdk-lib/aws-lambda';
+import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import type { Construct } from 'constructs';
+import { relative, sep } from 'node:path';
+import { ConfigError } from '#shared/errors.ts';
+import { handlerCodeVersion, REPO_ROOT, type CodeVersion } from './code-version.ts';
+
+/** Metadata keys the embedded runtime reads from the synthesized template. */
+export const META = {
+  entry: 'frontier:entry',
+  handler: 'frontier:handler',
+  codeVersion: 'frontier:codeVersion',
+  jobDir: 'frontier:jobDir',
+  jobCommand: 'frontier:jobCommand',
+} as const;
+
+export interface PipelineFunctionProps {
+  /** Absolute path of the handler's TypeScript module. */
+  readonly entry: string;
+  /** Exported handler name. Default: `handler`. */
+  readonly handler?: string;
+  /** Environment variables. Grants that go with them are the caller's to add. */
+  readonly environment?: Record<string, string>;
+  /** Default: 60 seconds. */
+  readonly timeout?: Duration;
+  /** Default: 512 MiB. */
+  readonly memorySize?: number;
+  /** Log retention. Default: one month. */
+  readonly logRetention?: RetentionDays;
+  /** Packages left out of the bundle and installed into the asset (native modules). */
+  readonly nodeModules?: string[];
+  /** Changes the code version on purpose, invalidating cached results of this function. */
+  readonly salt?: string;
+  /** Description shown in the console. */
+  readonly description?: string;
+}
+
+export class PipelineFunction extends NodejsFunction {
+  /** Code version of the bundle, used in cache keys. */
+  readonly codeVersion: CodeVersion;
+  readonly logGroup: LogGroup;
+
+  constructor(scope: Construct, id: string, props: PipelineFunctionProps) {
+    const memorySize = props.memorySize ?? 512;
+    if (memorySize < 128 || memorySize > 10240) {
+      throw new ConfigError('memorySize', memorySize, 'must be between 128 and 10240 MiB');
+    }
+    const logGroup = new LogGroup(scope, `${id}Logs`, {
+      retention: props.logRetention ?? RetentionDays.ONE_MONTH,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    super(scope, id, {
+      entry: props.entry,
+      handler: props.handler ?? 'handler',
+      runtime: Runtime.NODEJS_22_X,
+      architecture: Architecture.X86_64,
+      memorySize,
+      timeout: props.timeout ?? Duration.seconds(60),
+      environment: { NODE_OPTIONS: '--enable-source-maps', ...props.environment },
+      description: props.description,
+      logGroup,
+      projectRoot: REPO_ROOT,
+      depsLockFilePath: `${REPO_ROOT}/package-lock.json`,
+      bundling: {
+        format: OutputFormat.ESM,
+        target: 'node22',
+        sourceMap: true,
+        // The SDK is bundled at the pinned versions rather than taken from the runtime.
+        externalModules: [],
+        nodeModules: props.nodeModules,
+        mainFields: ['module', 'main'],
+        banner: "import { createRequire as __createRequire } from 'module'; const require = __createRequire(import.meta.url);",
+        forceDockerBundling: false,
+      },
+    });
+    this.logGroup = logGroup;
+    this.codeVersion = handlerCodeVersion(props.entry, props.salt);
+    const cfn = this.node.defaultChild as CfnFunction;
+    cfn.addMetadata(META.entry, relative(REPO_ROOT, props.entry).split(sep).join('/'));
+    cfn.addMetadata(META.handler, props.handler ?? 'handler');
+    cfn.addMetadata(META.codeVersion, this.codeVersion.hash);
+  }
+}

@@ -1,0 +1,46 @@
+/**
+ * SDK clients, built once per process (per Lambda container). Endpoints come from the
+ * standard AWS_ENDPOINT_URL_<SERVICE> variables, which the SDK reads itself: on AWS they
+ * are unset, and the embedded runtime sets them to its loopback emulators.
+ */
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { S3Client } from '@aws-sdk/client-s3';
+import { SFNClient } from '@aws-sdk/client-sfn';
+import { SESv2Client } from '@aws-sdk/client-sesv2';
+import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+
+let dynamo: DynamoDBDocumentClient | undefined;
+let s3: S3Client | undefined;
+let sfn: SFNClient | undefined;
+let ses: SESv2Client | undefined;
+let secrets: SecretsManagerClient | undefined;
+
+export function dynamoClient(): DynamoDBDocumentClient {
+  dynamo ??= DynamoDBDocumentClient.from(new DynamoDBClient({}), {
+    marshallOptions: { removeUndefinedValues: true },
+  });
+  return dynamo;
+}
+
+export function s3Client(): S3Client {
+  // Path-style addressing works on AWS for every bucket name this project creates
+  // (no dots), and is what loopback emulators serve.
+  s3 ??= new S3Client({ forcePathStyle: true });
+  return s3;
+}
+
+export function sfnClient(): SFNClient {
+  sfn ??= new SFNClient({});
+  return sfn;
+}
+
+export function sesClient(): SESv2Client {
+  ses ??= new SESv2Client({});
+  return ses;
+}
+
+export function secretsClient(): SecretsManagerClient {
+  secrets ??= new SecretsManagerClient({});
+  return secrets;
+}

@@ -1,0 +1,13 @@
+/** Reads a required environment variable once, with an error that says which one is missing. */
+export function requireEnv(name: string): string {
+  const value = process.env[name];
+  if (value === undefined || value === '') {
+    throw new Error(`environment variable ${name} is not set; the construct that creates this function sets it`);
+  }
+  return value;
+}
+
+export function optionalEnv(name: string): string | undefined {
+  const value = process.env[name];
+  return value === undefined || value === '' ? undefined : value;
+}

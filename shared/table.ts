@@ -1,0 +1,37 @@
+/**
+ * The single DynamoDB table: partition key `pk`, sort key `sk`, TTL attribute `expiresAt`
+ * (epoch seconds). Keys are prefixed by kind so one table holds every kind of item.
+ *
+ *   CACHE#<step>              / <cache key>          cached step output
+ *   ARTIFACT#<name>           / V#<000000000001>     an artifact version (immutable)
+ *   ARTIFACT#<name>           / COUNTER              the version counter
+ *   ARTIFACTS                 / <name>               the artifact-name directory
+ *   APPROVAL#<id>             / APPROVAL             an approval request
+ *   EVENT#<bucket>#<key>#<v>  / EVENT                the trigger ledger (exactly-once starts)
+ */
+export const TABLE_KEYS = { partitionKey: 'pk', sortKey: 'sk', ttlAttribute: 'expiresAt' } as const;
+
+export const cacheKeyOf = (step: string, key: string) => ({ pk: `CACHE#${step}`, sk: key });
+export const artifactVersionKey = (name: string, version: number) => ({
+  pk: `ARTIFACT#${name}`,
+  sk: `V#${String(version).padStart(12, '0')}`,
+});
+export const artifactCounterKey = (name: string) => ({ pk: `ARTIFACT#${name}`, sk: 'COUNTER' });
+export const artifactDirectoryKey = (name: string) => ({ pk: 'ARTIFACTS', sk: name });
+export const approvalKey = (id: string) => ({ pk: `APPROVAL#${id}`, sk: 'APPROVAL' });
+export const eventKey = (bucket: string, key: string, versionOrEtag: string) => ({
+  pk: `EVENT#${bucket}#${key}#${versionOrEtag}`,
+  sk: 'EVENT',
+});
+
+/** Environment variable names the constructs set on functions and jobs. */
+export const ENV = {
+  table: 'TABLE_NAME',
+  bucket: 'BUCKET_NAME',
+  signingSecretArn: 'SIGNING_SECRET_ARN',
+  anthropicSecretArn: 'ANTHROPIC_SECRET_ARN',
+  senderEmail: 'SENDER_EMAIL',
+  approvalBaseUrl: 'APPROVAL_BASE_URL',
+  stateMachineArn: 'STATE_MACHINE_ARN',
+  pipeline: 'PIPELINE_NAME',
+} as const;
