@@ -45,7 +45,6 @@ export interface PipelineFunctionProps {
 export class PipelineFunction extends NodejsFunction {
   /** Code version of the bundle, used in cache keys. */
   readonly codeVersion: CodeVersion;
-  readonly logGroup: LogGroup;
 
   constructor(scope: Construct, id: string, props: PipelineFunctionProps) {
     const memorySize = props.memorySize ?? 512;
@@ -80,7 +79,6 @@ export class PipelineFunction extends NodejsFunction {
         forceDockerBundling: false,
       },
     });
-    this.logGroup = logGroup;
     this.codeVersion = handlerCodeVersion(props.entry, props.salt);
     const cfn = this.node.defaultChild as CfnFunction;
     cfn.addMetadata(META.entry, relative(REPO_ROOT, props.entry).split(sep).join('/'));

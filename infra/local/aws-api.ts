@@ -1,0 +1,57 @@
+/**
+ * The part of the AWS API the runtime serves itself on loopback, for handlers that call
+ * AWS through the real SDK: Step Functions (start/describe executions, task callbacks),
+ * Secrets Manager (GetSecretValue) and SES v2 (SendEmail, written to the outbox as .eml).
+ * Handlers reach it through AWS_ENDPOINT_URL_SFN / _SECRETS_MANAGER / _SESV2.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { listen, type Listening } from './emulators.ts';
+
+/** An error as the JSON protocols return it; the SDK turns `__type` into the error's name. */
+export class ApiError extends Error {
+  constructor(readonly type: string, message: string, readonly status = 400) {
+    super(message);
+  }
+}
+
+export interface AwsApiHandlers {
+  sfn(action: string, body: Record<string, unknown>): Promise<unknown>;
+  secrets(action: string, body: Record<string, unknown>): Promise<unknown>;
+  sendEmail(body: Record<string, unknown>): Promise<{ MessageId: string }>;
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function reply(res: ServerResponse, status: number, body: unknown, contentType = 'application/x-amz-json-1.0') {
+  res.writeHead(status, { 'content-type': contentType });
+  res.end(JSON.stringify(body));
+}
+
+export async function startAwsApi(port: number, handlers: AwsApiHandlers): Promise<Listening> {
+  const server = createServer(async (req, res) => {
+    try {
+      const text = await readBody(req);
+      const body = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+      const target = String(req.headers['x-amz-target'] ?? '');
+      if (target.startsWith('AWSStepFunctions.')) {
+        return reply(res, 200, await handlers.sfn(target.slice('AWSStepFunctions.'.length), body));
+      }
+      if (target.startsWith('secretsmanager.')) {
+        return reply(res, 200, await handlers.secrets(target.slice('secretsmanager.'.length), body), 'application/x-amz-json-1.1');
+      }
+      if (req.method === 'POST' && req.url?.startsWith('/v2/email/outbound-emails')) {
+        return reply(res, 200, await handlers.sendEmail(body), 'application/json');
+      }
+      throw new ApiError('UnknownOperationException', `the local AWS API does not serve ${req.method} ${req.url} ${target}`);
+    } catch (error) {
+      const e = error instanceof ApiError ? error : new ApiError('InternalFailure', String((error as Error)?.message ?? error), 500);
+      res.writeHead(e.status, { 'content-type': 'application/x-amz-json-1.0', 'x-amzn-errortype': e.type });
+      res.end(JSON.stringify({ __type: e.type, message: e.message }));
+    }
+  });
+  return listen(server, port, 'local AWS API (Step Functions, Secrets Manager, SES)');
+}

@@ -1,0 +1,147 @@
+/**
+ * Runs Batch jobs locally: the job folder's command as a child process with the spec and
+ * environment the job gets on AWS, at most one job per core at once (the local compute
+ * environment), its output in a log file, its JSON progress lines passed on.
+ */
+import { spawn } from 'node:child_process';
+import { createWriteStream, existsSync, mkdirSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
+import { TaskError } from './lambda-host.ts';
+
+export interface LocalJobDefinition {
+  readonly arn: string;
+  readonly name: string;
+  /** Repo-relative job folder. */
+  readonly jobDir: string;
+  readonly command: string[];
+  readonly environment: Record<string, string>;
+  readonly timeoutSeconds: number;
+}
+
+export interface JobRun {
+  readonly jobId: string;
+  readonly jobName: string;
+  readonly exitCode: number;
+  readonly logFile: string;
+}
+
+/** A counting semaphore: the local compute environment's capacity. */
+class Slots {
+  private waiting: (() => void)[] = [];
+  private used = 0;
+  constructor(private readonly size: number) {}
+  async take(): Promise<() => void> {
+    if (this.used >= this.size) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    this.used++;
+    return () => {
+      this.used--;
+      this.waiting.shift()?.();
+    };
+  }
+}
+
+/** Debian's python3 carries python3-torch and python3-boto3; prefer it to whatever is first on PATH. */
+function pythonBinary(): string {
+  return process.env.FRONTIER_PYTHON ?? (existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3');
+}
+
+export class BatchHost {
+  private readonly slots: Slots;
+  jobsRun = 0;
+  private readonly children = new Set<ReturnType<typeof spawn>>();
+
+  constructor(
+    private readonly logDir: string,
+    private readonly baseEnv: Record<string, string>,
+    concurrency = availableParallelism(),
+    private readonly onProgress?: (jobName: string, progress: unknown) => void,
+  ) {
+    this.slots = new Slots(Math.max(1, concurrency));
+    mkdirSync(logDir, { recursive: true });
+  }
+
+  /** Runs one job to completion; throws States.TaskFailed (as `submitJob.sync` does) when it fails. */
+  async run(def: LocalJobDefinition, jobName: string, overrides: Record<string, string>): Promise<JobRun> {
+    const release = await this.slots.take();
+    const jobId = randomUUID();
+    const logFile = join(this.logDir, `${jobName}-${jobId}.log`);
+    try {
+      this.jobsRun++;
+      const [cmd, ...args] = def.command;
+      const binary = cmd === 'python3' || cmd === 'python' ? pythonBinary() : cmd!;
+      const cwd = join(REPO_ROOT, def.jobDir);
+      const env = {
+        ...this.baseEnv,
+        ...def.environment,
+        ...overrides,
+        AWS_BATCH_JOB_ID: jobId,
+        AWS_BATCH_JOB_ATTEMPT: '1',
+        PYTHONPATH: join(REPO_ROOT, 'batch-jobs', 'common'),
+        // Two cores are shared by every local job and the runtime: one thread per job.
+        OMP_NUM_THREADS: '1',
+        OPENBLAS_NUM_THREADS: '1',
+      };
+      const log = createWriteStream(logFile);
+      const child = spawn(binary, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      this.children.add(child);
+      let tail = '';
+      let partial = '';
+      child.stdout.on('data', (chunk: Buffer) => {
+        log.write(chunk);
+        partial += chunk.toString('utf8');
+        const lines = partial.split('\n');
+        partial = lines.pop() ?? '';
+        for (const line of lines) {
+          if (line.startsWith('{"progress"')) {
+            try {
+              this.onProgress?.(jobName, (JSON.parse(line) as { progress: unknown }).progress);
+            } catch {
+              /* not a progress line after all */
+            }
+          }
+        }
+      });
+      child.stderr.on('data', (chunk: Buffer) => {
+        log.write(chunk);
+        tail = (tail + chunk.toString('utf8')).slice(-2000);
+      });
+      const exitCode = await new Promise<number>((resolve) => {
+        const timer = setTimeout(() => child.kill('SIGKILL'), def.timeoutSeconds * 1000);
+        child.on('error', (error) => {
+          tail += `\n${error.message}`;
+          clearTimeout(timer);
+          resolve(127);
+        });
+        child.on('close', (code, signal) => {
+          clearTimeout(timer);
+          resolve(code ?? (signal ? 137 : 1));
+        });
+      });
+      this.children.delete(child);
+      await new Promise((resolve) => log.end(resolve));
+      if (exitCode !== 0) {
+        throw new TaskError(
+          'States.TaskFailed',
+          JSON.stringify({
+            JobId: jobId,
+            JobName: jobName,
+            Status: 'FAILED',
+            StatusReason: 'Essential container in task exited',
+            Container: { ExitCode: exitCode, LogStreamName: logFile },
+            StderrTail: tail.trim().split('\n').slice(-15).join('\n'),
+          }),
+        );
+      }
+      return { jobId, jobName, exitCode, logFile };
+    } finally {
+      release();
+    }
+  }
+
+  stop(): void {
+    for (const child of this.children) child.kill('SIGKILL');
+  }
+}

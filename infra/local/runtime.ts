@@ -1,0 +1,690 @@
+/**
+ * The embedded runtime: the synthesized state machines, run on one machine.
+ *
+ * It synthesizes the CDK app in-process, takes each pipeline's ASL from the template (tokens
+ * resolved to local names), and runs it with aws-local-stepfunctions. Lambda tasks run the
+ * same handler modules in worker threads with the template's environment; Batch tasks run the
+ * job's entrypoint as a child process; direct DynamoDB and S3 states go through the real SDK to
+ * dynalite and s3rver; task tokens, heartbeats and timeouts are kept by a callback layer; S3
+ * object events are matched against the synthesized EventBridge rules; email goes to the
+ * outbox as .eml files; the approval API is served on loopback by the same handler as on AWS.
+ */
+import './polyfill.ts';
+import { CreateBucketCommand, HeadBucketCommand, S3Client } from '@aws-sdk/client-s3';
+import { CreateTableCommand, DynamoDBClient, type KeySchemaElement } from '@aws-sdk/client-dynamodb';
+import { StateMachine, type StateMachineDefinition } from 'aws-local-stepfunctions';
+import { EventEmitter } from 'node:events';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
+import { META } from '#pipelines/steps/function.ts';
+import { PIPELINE_META } from '#pipelines/steps/pipeline.ts';
+import { UnknownPipelineError, UnsupportedLocally } from '#shared/errors.ts';
+import { jsonByteLength } from '#shared/json.ts';
+import { buildApp } from '../build-app.ts';
+import { prepareAsl, type TaskRef } from './asl-prepass.ts';
+import { ApiError, startAwsApi } from './aws-api.ts';
+import { BatchHost, type LocalJobDefinition } from './batch-host.ts';
+import { CallbackError, CallbackRegistry, TOKEN_PLACEHOLDER } from './callbacks.ts';
+import { lockDataDir, startDynalite, startS3rver, type Listening, type S3Emulator, type S3NotificationEvent } from './emulators.ts';
+import { matchesPattern } from './event-pattern.ts';
+import { startHttpApi } from './http-api.ts';
+import { LambdaHost, TaskError, type LocalFunction } from './lambda-host.ts';
+import { LOCAL_ACCOUNT, LOCAL_REGION, TemplateResolver, type SynthStack } from './resolve.ts';
+import { callSdk, sdkIntegration } from './sdk-tasks.ts';
+import { writeEml } from './outbox.ts';
+
+/** The emulators' credentials (s3rver knows only this key). */
+const LOCAL_KEY = 'S3RVER';
+
+/** Step Functions' limit on a state's input or output. */
+export const PAYLOAD_LIMIT_BYTES = 256 * 1024;
+
+export interface RuntimeOptions {
+  /** Data directory. Default: `.local/` in the repository. */
+  readonly dataDir?: string;
+  /** Fixed ports: DynamoDB = base, S3 = base+1, AWS API = base+2, approval API = base+3. Default: any free ports. */
+  readonly portBase?: number;
+  /** Batch jobs at once. Default: the number of cores. */
+  readonly jobConcurrency?: number;
+  /** Replace every Retry wait with this many milliseconds (tests). */
+  readonly retryDelayMs?: number;
+}
+
+export type ExecutionStatus = 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'TIMED_OUT' | 'ABORTED';
+
+export interface ExecutionRecord {
+  executionArn: string;
+  name: string;
+  stateMachineArn: string;
+  pipeline: string;
+  status: ExecutionStatus;
+  input: unknown;
+  output?: unknown;
+  error?: string;
+  cause?: string;
+  startDate: string;
+  stopDate?: string;
+  stats: { statesEntered: number; lambdaInvocations: number; batchJobs: number; mapItemsDone: number; mapItemsFailed: number };
+}
+
+export interface RuntimeEvents {
+  stateEntered: { executionArn: string; state: string };
+  mapItem: { executionArn: string; state: string; index: number; ok: boolean };
+  jobProgress: { jobName: string; progress: unknown };
+  email: { file: string };
+  executionDone: ExecutionRecord;
+}
+
+interface LocalMachine {
+  readonly pipeline: string;
+  readonly arn: string;
+  readonly engine: StateMachine;
+  readonly tasks: TaskRef[];
+}
+
+export interface Execution {
+  readonly executionArn: string;
+  readonly record: ExecutionRecord;
+  /** Settles when the execution ends, with its final record (it never rejects). */
+  readonly done: Promise<ExecutionRecord>;
+  abort(): void;
+}
+
+/** A non-catchable error, as AWS treats States.DataLimitExceeded (States.ALL does not match it). */
+class DataLimitError extends TaskError {
+  readonly isCatchable = false;
+  readonly isRetryable = false;
+  constructor(state: string, bytes: number) {
+    super(
+      'States.DataLimitExceeded',
+      `The state "${state}" produced ${bytes} bytes, over the ${PAYLOAD_LIMIT_BYTES}-byte (256 KiB) limit of Step Functions; pass large data as S3 URIs`,
+    );
+  }
+}
+
+export class LocalRuntime extends EventEmitter {
+  readonly dataDir: string;
+  readonly outboxDir: string;
+  private readonly machines = new Map<string, LocalMachine>();
+  private readonly functions = new Map<string, LocalFunction>();
+  private readonly jobDefinitions = new Map<string, LocalJobDefinition>();
+  private readonly secrets = new Map<string, string>();
+  private readonly rules: { pattern: Record<string, unknown>; targets: { arn: string; input?: unknown }[] }[] = [];
+  private readonly eventBridgeBuckets = new Set<string>();
+  private readonly executions = new Map<string, Execution>();
+  private readonly callbacks = new CallbackRegistry();
+  private readonly closers: (() => Promise<void> | void)[] = [];
+  private readonly pendingEvents = new Set<Promise<unknown>>();
+  private lambda!: LambdaHost;
+  private batch!: BatchHost;
+  private s3!: S3Client;
+  private dynamodb!: DynamoDBClient;
+  /** Base URL of the approval API on loopback. */
+  approvalApiUrl = '';
+  endpoints: Record<string, string> = {};
+  /** Milliseconds spent synthesizing and preparing the state machines. */
+  readonly timings: Record<string, number> = {};
+
+  private constructor(private readonly options: RuntimeOptions) {
+    super();
+    this.dataDir = options.dataDir ?? join(REPO_ROOT, '.local');
+    this.outboxDir = join(this.dataDir, 'outbox');
+  }
+
+  static async start(options: RuntimeOptions = {}): Promise<LocalRuntime> {
+    const runtime = new LocalRuntime(options);
+    try {
+      await runtime.boot();
+    } catch (error) {
+      await runtime.stop();
+      throw error;
+    }
+    return runtime;
+  }
+
+  /** Pipelines this runtime can run, by name. */
+  pipelines(): string[] {
+    return [...this.machines.keys()];
+  }
+
+  private async boot(): Promise<void> {
+    const t0 = performance.now();
+    const unlock = lockDataDir(this.dataDir);
+    this.closers.push(unlock);
+    for (const sub of ['executions', 'outbox', 'jobs']) mkdirSync(join(this.dataDir, sub), { recursive: true });
+    const base = this.options.portBase ?? 0;
+    const port = (offset: number) => (base ? base + offset : 0);
+
+    const dynamo = await startDynalite(join(this.dataDir, 'dynamodb'), port(0));
+    this.closers.push(() => dynamo.close());
+    const s3: S3Emulator = await startS3rver(join(this.dataDir, 's3'), port(1));
+    this.closers.push(() => s3.close());
+    const aws = await startAwsApi(port(2), {
+      sfn: (action, body) => this.sfnApi(action, body),
+      secrets: (action, body) => this.secretsApi(action, body),
+      sendEmail: (body) => this.sendEmail(body),
+    });
+    this.closers.push(() => aws.close());
+    this.endpoints = {
+      AWS_ENDPOINT_URL_DYNAMODB: dynamo.url,
+      AWS_ENDPOINT_URL_S3: s3.url,
+      AWS_ENDPOINT_URL_SFN: aws.url,
+      AWS_ENDPOINT_URL_SECRETS_MANAGER: aws.url,
+      AWS_ENDPOINT_URL_SESV2: aws.url,
+    };
+    const baseEnv: Record<string, string> = {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      HOME: process.env.HOME ?? '/tmp',
+      LANG: process.env.LANG ?? 'C.UTF-8',
+      TZ: 'UTC',
+      AWS_REGION: LOCAL_REGION,
+      AWS_DEFAULT_REGION: LOCAL_REGION,
+      AWS_ACCESS_KEY_ID: LOCAL_KEY,
+      AWS_SECRET_ACCESS_KEY: LOCAL_KEY,
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+      ...this.endpoints,
+    };
+    // This process (the CLI, a test) reaches the emulators through the same variables.
+    Object.assign(process.env, baseEnv, { PATH: process.env.PATH });
+    this.s3 = new S3Client({ forcePathStyle: true, endpoint: s3.url, region: LOCAL_REGION, credentials: { accessKeyId: LOCAL_KEY, secretAccessKey: LOCAL_KEY } });
+    this.dynamodb = new DynamoDBClient({ endpoint: dynamo.url, region: LOCAL_REGION, credentials: { accessKeyId: LOCAL_KEY, secretAccessKey: LOCAL_KEY } });
+    this.lambda = new LambdaHost(baseEnv);
+    this.closers.push(() => this.lambda.stop());
+    this.batch = new BatchHost(join(this.dataDir, 'jobs'), baseEnv, this.options.jobConcurrency, (jobName, progress) =>
+      this.emit('jobProgress', { jobName, progress }),
+    );
+    this.closers.push(() => this.batch.stop());
+
+    const t1 = performance.now();
+    const stacks = synthesize();
+    const t2 = performance.now();
+    const resolver = new TemplateResolver(stacks);
+
+    // The approval API: served on loopback by the handler the template routes to.
+    const http = await startHttpApi(port(3), resolver, (fnArn, event) => this.invokeFunction(fnArn, event));
+    this.closers.push(() => http.server.close());
+    this.approvalApiUrl = http.server.url;
+    for (const apiId of http.apiIds) {
+      resolver.rewrite(`https://${apiId}.execute-api.${LOCAL_REGION}.amazonaws.com/`, `${http.server.url}/`);
+      resolver.rewrite(`https://${apiId}.execute-api.${LOCAL_REGION}.amazonaws.com`, http.server.url);
+    }
+
+    await this.provision(resolver);
+    this.loadFunctionsAndJobs(resolver);
+    this.loadRules(resolver);
+    this.loadMachines(resolver);
+    s3.onEvent((event) => this.onS3Event(event));
+    this.timings.emulatorsMs = t1 - t0;
+    this.timings.synthMs = t2 - t1;
+    this.timings.prepareMs = performance.now() - t2;
+  }
+
+  private async provision(resolver: TemplateResolver): Promise<void> {
+    for (const { stack, logicalId, resource } of [
+      ...resolver.resourcesOfType('AWS::DynamoDB::GlobalTable'),
+      ...resolver.resourcesOfType('AWS::DynamoDB::Table'),
+    ]) {
+      const p = resource.Properties as { KeySchema: KeySchemaElement[]; AttributeDefinitions: { AttributeName: string; AttributeType: 'S' | 'N' | 'B' }[] };
+      const name = resolver.refOf(stack, logicalId, resource);
+      try {
+        await this.dynamodb.send(
+          new CreateTableCommand({ TableName: name, KeySchema: p.KeySchema, AttributeDefinitions: p.AttributeDefinitions, BillingMode: 'PAY_PER_REQUEST' }),
+        );
+      } catch (error) {
+        if ((error as Error).name !== 'ResourceInUseException') throw error;
+      }
+    }
+    for (const { stack, logicalId, resource } of resolver.resourcesOfType('AWS::S3::Bucket')) {
+      const name = resolver.refOf(stack, logicalId, resource);
+      const props = (resource.Properties ?? {}) as { NotificationConfiguration?: { EventBridgeConfiguration?: { EventBridgeEnabled?: boolean } } };
+      if (props.NotificationConfiguration?.EventBridgeConfiguration?.EventBridgeEnabled) this.eventBridgeBuckets.add(name);
+      try {
+        await this.s3.send(new HeadBucketCommand({ Bucket: name }));
+      } catch {
+        await this.s3.send(new CreateBucketCommand({ Bucket: name }));
+      }
+    }
+    const secretsFile = join(this.dataDir, 'secrets.json');
+    const stored: Record<string, string> = existsSync(secretsFile) ? JSON.parse(readFileSync(secretsFile, 'utf8')) : {};
+    for (const { stack, logicalId, resource } of resolver.resourcesOfType('AWS::SecretsManager::Secret')) {
+      const arn = resolver.refOf(stack, logicalId, resource);
+      const props = (resource.Properties ?? {}) as { SecretString?: string; GenerateSecretString?: { PasswordLength?: number } };
+      stored[arn] ??= props.SecretString ?? randomBytes(48).toString('base64url').slice(0, props.GenerateSecretString?.PasswordLength ?? 64);
+      this.secrets.set(arn, stored[arn]!);
+    }
+    writeFileSync(secretsFile, JSON.stringify(stored, null, 2), { mode: 0o600 });
+  }
+
+  private loadFunctionsAndJobs(resolver: TemplateResolver): void {
+    for (const { stack, logicalId, resource } of resolver.resourcesOfType('AWS::Lambda::Function')) {
+      const entry = resource.Metadata?.[META.entry];
+      if (typeof entry !== 'string') continue; // CDK's own helper functions: never invoked by a pipeline
+      const props = (resource.Properties ?? {}) as { Environment?: { Variables?: unknown }; Timeout?: number; MemorySize?: number };
+      const name = resolver.refOf(stack, logicalId, resource);
+      const env = (resolver.resolve(stack, props.Environment?.Variables ?? {}) ?? {}) as Record<string, unknown>;
+      const fn: LocalFunction = {
+        name,
+        arn: resolver.attrOf(stack, logicalId, resource, 'Arn')!,
+        entry: join(REPO_ROOT, entry),
+        handler: String(resource.Metadata?.[META.handler] ?? 'handler'),
+        environment: Object.fromEntries(Object.entries(env).map(([k, v]) => [k, String(v)])),
+        timeoutSeconds: props.Timeout ?? 3,
+        memoryMb: props.MemorySize ?? 128,
+      };
+      this.functions.set(fn.name, fn);
+      this.functions.set(fn.arn, fn);
+    }
+    for (const { stack, logicalId, resource } of resolver.resourcesOfType('AWS::Batch::JobDefinition')) {
+      const jobDir = resource.Metadata?.[META.jobDir];
+      if (typeof jobDir !== 'string') continue;
+      const props = resolver.resolve(stack, resource.Properties ?? {}) as {
+        ContainerProperties?: { Environment?: { Name: string; Value: string }[] };
+        Timeout?: { AttemptDurationSeconds?: number };
+      };
+      const arn = resolver.refOf(stack, logicalId, resource);
+      this.jobDefinitions.set(arn, {
+        arn,
+        name: logicalId,
+        jobDir,
+        command: resource.Metadata?.[META.jobCommand] as string[],
+        environment: Object.fromEntries((props.ContainerProperties?.Environment ?? []).map((e) => [e.Name, String(e.Value)])),
+        timeoutSeconds: props.Timeout?.AttemptDurationSeconds ?? 7200,
+      });
+    }
+  }
+
+  private loadRules(resolver: TemplateResolver): void {
+    for (const { stack, resource } of resolver.resourcesOfType('AWS::Events::Rule')) {
+      const props = resolver.resolve(stack, resource.Properties ?? {}) as {
+        EventPattern?: Record<string, unknown>;
+        State?: string;
+        Targets?: { Arn: string; Input?: string }[];
+      };
+      if (!props.EventPattern || props.State === 'DISABLED') continue;
+      this.rules.push({
+        pattern: props.EventPattern,
+        targets: (props.Targets ?? []).map((t) => ({ arn: t.Arn, input: t.Input ? JSON.parse(t.Input) : undefined })),
+      });
+    }
+  }
+
+  private loadMachines(resolver: TemplateResolver): void {
+    for (const { stack, logicalId, resource } of resolver.resourcesOfType('AWS::StepFunctions::StateMachine')) {
+      const pipeline = resource.Metadata?.[PIPELINE_META];
+      if (typeof pipeline !== 'string') continue;
+      const definition = JSON.parse(String(resolver.resolve(stack, resource.Properties!.DefinitionString))) as StateMachineDefinition;
+      const prepared = prepareAsl(definition);
+      for (const task of prepared.tasks) this.checkTaskSupported(pipeline, task);
+      this.machines.set(pipeline, {
+        pipeline,
+        arn: resolver.refOf(stack, logicalId, resource),
+        engine: new StateMachine(prepared.asl, { validationOptions: { noValidate: true } }),
+        tasks: prepared.tasks,
+      });
+    }
+  }
+
+  private checkTaskSupported(pipeline: string, task: TaskRef): void {
+    const r = task.resource;
+    const known =
+      this.functions.has(r) ||
+      /^arn:aws:states:::lambda:invoke(\.waitForTaskToken)?$/.test(r) ||
+      r === 'arn:aws:states:::batch:submitJob.sync' ||
+      sdkIntegration(r) !== undefined;
+    if (!known) {
+      throw new UnsupportedLocally(`${pipeline}: state "${task.name}" uses ${r}, which the local runtime cannot run`);
+    }
+  }
+
+  /** Starts an execution of a pipeline (by name or state machine ARN). */
+  startExecution(pipelineOrArn: string, input: unknown, options: { name?: string } = {}): Execution {
+    const machine = this.machines.get(pipelineOrArn) ?? [...this.machines.values()].find((m) => m.arn === pipelineOrArn);
+    if (!machine) throw new UnknownPipelineError(pipelineOrArn, this.pipelines());
+    const name = options.name ?? randomUUID();
+    if (!/^[0-9A-Za-z_-]{1,80}$/.test(name)) throw new ApiError('InvalidName', `execution name "${name}" must be 1-80 of [0-9A-Za-z_-]`);
+    const executionArn = `${machine.arn.replace(':stateMachine:', ':execution:')}:${name}`;
+    if (this.executions.has(executionArn) || existsSync(this.recordFile(executionArn))) {
+      throw new ApiError('ExecutionAlreadyExists', `Execution Already Exists: '${executionArn}'`);
+    }
+    const startDate = new Date().toISOString();
+    const record: ExecutionRecord = {
+      executionArn,
+      name,
+      stateMachineArn: machine.arn,
+      pipeline: machine.pipeline,
+      status: 'RUNNING',
+      input,
+      startDate,
+      stats: { statesEntered: 0, lambdaInvocations: 0, batchJobs: 0, mapItemsDone: 0, mapItemsFailed: 0 },
+    };
+    this.persist(record);
+    let failure: TaskError | undefined;
+    const run = machine.engine.run(input as never, {
+      overrides: {
+        taskResourceLocalHandlers: Object.fromEntries(machine.tasks.map((t) => [t.name, this.taskHandler(t, record)])) as never,
+        ...(this.options.retryDelayMs !== undefined ? { retryIntervalOverrides: retryOverrides(machine.tasks, this.options.retryDelayMs) } : {}),
+      },
+      context: {
+        Execution: { Id: executionArn, Name: name, Input: input as never, StartTime: startDate, RoleArn: `arn:aws:iam::${LOCAL_ACCOUNT}:role/local` },
+        StateMachine: { Id: machine.arn, Name: machine.arn.split(':').pop() },
+        Task: { Token: TOKEN_PLACEHOLDER },
+      },
+    });
+    const watch = (async () => {
+      for await (const event of run.eventLogs) {
+        const e = event as { type: string; state?: { name: string; output?: unknown }; parentState?: { name: string }; index?: number };
+        if (e.type === 'StateEntered' && e.state) {
+          record.stats.statesEntered++;
+          this.emit('stateEntered', { executionArn, state: e.state.name });
+        } else if (e.type === 'StateExited' && e.state && e.state.output !== undefined) {
+          const bytes = jsonByteLength(e.state.output);
+          if (bytes > PAYLOAD_LIMIT_BYTES && !failure) {
+            failure = new DataLimitError(e.state.name, bytes);
+            run.abort();
+          }
+        } else if ((e.type === 'MapIterationSucceeded' || e.type === 'MapIterationFailed') && e.parentState) {
+          const ok = e.type === 'MapIterationSucceeded';
+          if (ok) record.stats.mapItemsDone++;
+          else record.stats.mapItemsFailed++;
+          this.emit('mapItem', { executionArn, state: e.parentState.name, index: e.index ?? -1, ok });
+        }
+      }
+    })().catch(() => undefined);
+    const done = run.result
+      .then(
+        (output) => {
+          record.status = 'SUCCEEDED';
+          record.output = output;
+        },
+        (error: Error & { cause?: Error }) => {
+          const cause = failure ?? (error.cause as Error | undefined) ?? error;
+          record.status = failure ? 'FAILED' : error.name === 'ExecutionAbortedError' ? 'ABORTED' : error.name === 'ExecutionTimeoutError' ? 'TIMED_OUT' : 'FAILED';
+          record.error = cause.name;
+          record.cause = cause.message;
+        },
+      )
+      .then(async () => {
+        await watch;
+        this.callbacks.sweep(executionArn);
+        record.stopDate = new Date().toISOString();
+        this.persist(record);
+        this.emit('executionDone', record);
+        return record;
+      });
+    const execution: Execution = { executionArn, record, done, abort: () => run.abort() };
+    this.executions.set(executionArn, execution);
+    return execution;
+  }
+
+  /** The handler of one Task state, for one execution. */
+  private taskHandler(task: TaskRef, record: ExecutionRecord): (input: unknown) => Promise<unknown> {
+    const r = task.resource;
+    const checked = async (result: Promise<unknown>) => {
+      const out = await result;
+      const bytes = jsonByteLength(out);
+      if (bytes > PAYLOAD_LIMIT_BYTES) throw new DataLimitError(task.name, bytes);
+      return out;
+    };
+    if (this.functions.has(r)) {
+      return (input) => {
+        record.stats.lambdaInvocations++;
+        return checked(this.invokeFunction(r, input));
+      };
+    }
+    if (r === 'arn:aws:states:::lambda:invoke') {
+      return (input) => {
+        const { FunctionName, Payload } = input as { FunctionName: string; Payload: unknown };
+        record.stats.lambdaInvocations++;
+        return checked(this.invokeFunction(FunctionName, Payload).then((out) => ({ ExecutedVersion: '$LATEST', Payload: out, StatusCode: 200 })));
+      };
+    }
+    if (r === 'arn:aws:states:::lambda:invoke.waitForTaskToken') {
+      return async (input) => {
+        const { token, done } = this.callbacks.register(record.executionArn, {
+          timeoutSeconds: task.timeoutSeconds,
+          heartbeatSeconds: task.heartbeatSeconds,
+        });
+        const withToken = JSON.parse(JSON.stringify(input).split(TOKEN_PLACEHOLDER).join(token)) as { FunctionName: string; Payload: unknown };
+        record.stats.lambdaInvocations++;
+        // Register first, then invoke: a handler may call back before invoke returns.
+        await this.invokeFunction(withToken.FunctionName, withToken.Payload).catch((error: Error) => {
+          this.callbacks.sendFailure(token, error.name, error.message);
+        });
+        return checked(done);
+      };
+    }
+    if (r === 'arn:aws:states:::batch:submitJob.sync') {
+      return async (input) => {
+        const p = input as { JobName: string; JobQueue: string; JobDefinition: string; ContainerOverrides?: { Environment?: { Name: string; Value: string }[] } };
+        const def = this.jobDefinitions.get(p.JobDefinition);
+        if (!def) throw new TaskError('Batch.ClientException', `job definition ${p.JobDefinition} does not exist`);
+        const overrides = Object.fromEntries((p.ContainerOverrides?.Environment ?? []).map((e) => [e.Name, e.Value]));
+        record.stats.batchJobs++;
+        const run = await this.batch.run(def, p.JobName, overrides);
+        return {
+          JobId: run.jobId,
+          JobName: p.JobName,
+          JobQueue: p.JobQueue,
+          JobDefinition: p.JobDefinition,
+          Status: 'SUCCEEDED',
+          Container: { ExitCode: 0, LogStreamName: run.logFile },
+          Attempts: [{ Container: { ExitCode: 0 } }],
+        };
+      };
+    }
+    const sdk = sdkIntegration(r)!;
+    return (input) => checked(callSdk({ s3: this.s3, dynamodb: this.dynamodb }, sdk.service, sdk.action, input as Record<string, unknown>));
+  }
+
+  /** Invokes a function by name or ARN, as Lambda would. */
+  invokeFunction(nameOrArn: string, event: unknown): Promise<unknown> {
+    const fn = this.functions.get(nameOrArn);
+    if (!fn) return Promise.reject(new TaskError('Lambda.ResourceNotFoundException', `Function not found: ${nameOrArn}`));
+    return this.lambda.invoke(fn, event);
+  }
+
+  /** Lambda invocations and Batch jobs since the runtime started. */
+  counters(): { lambdaInvocations: number; batchJobs: number } {
+    return { lambdaInvocations: this.lambda.invocations, batchJobs: this.batch.jobsRun };
+  }
+
+  // ---- S3 events through the synthesized EventBridge rules ----
+
+  private onS3Event(event: S3NotificationEvent): void {
+    for (const record of event.Records) {
+      if (!record.eventName.startsWith('ObjectCreated')) continue;
+      const bucket = record.s3.bucket.name;
+      if (!this.eventBridgeBuckets.has(bucket)) continue;
+      const o = record.s3.object;
+      this.deliverEvent({
+        version: '0',
+        id: randomUUID(),
+        'detail-type': 'Object Created',
+        source: 'aws.s3',
+        account: LOCAL_ACCOUNT,
+        time: record.eventTime ?? new Date().toISOString(),
+        region: LOCAL_REGION,
+        resources: [`arn:aws:s3:::${bucket}`],
+        detail: {
+          version: '0',
+          bucket: { name: bucket },
+          object: { key: o.key, size: o.size, etag: o.eTag?.replace(/"/g, ''), ...(o.versionId ? { 'version-id': o.versionId } : {}), sequencer: o.sequencer },
+          'request-id': randomUUID(),
+          requester: LOCAL_ACCOUNT,
+          reason: record.eventName.split(':')[1] ?? 'PutObject',
+        },
+      });
+    }
+  }
+
+  /**
+   * Delivers an EventBridge event to every matching rule's targets, as EventBridge would:
+   * at least once (tests call this again to redeliver), retried on failure.
+   */
+  deliverEvent(event: Record<string, unknown>): Promise<unknown[]> {
+    const deliveries: Promise<unknown>[] = [];
+    for (const rule of this.rules) {
+      if (!matchesPattern(rule.pattern, event)) continue;
+      for (const target of rule.targets) {
+        deliveries.push(this.withRetries(() => this.invokeFunction(target.arn, target.input ?? event), 3));
+      }
+    }
+    const all = Promise.allSettled(deliveries).then((results) =>
+      results.map((r) => (r.status === 'fulfilled' ? r.value : { error: String((r.reason as Error)?.message) })),
+    );
+    this.pendingEvents.add(all);
+    void all.finally(() => this.pendingEvents.delete(all));
+    return all;
+  }
+
+  /** Settles when every event delivery in flight has finished. */
+  async eventsSettled(): Promise<void> {
+    while (this.pendingEvents.size) await Promise.allSettled([...this.pendingEvents]);
+  }
+
+  private async withRetries<T>(fn: () => Promise<T>, attempts: number): Promise<T> {
+    for (let i = 1; ; i++) {
+      try {
+        return await fn();
+      } catch (error) {
+        if (i >= attempts) throw error;
+        await new Promise((r) => setTimeout(r, 50 * i));
+      }
+    }
+  }
+
+  // ---- the AWS API served on loopback ----
+
+  private async sfnApi(action: string, body: Record<string, unknown>): Promise<unknown> {
+    const wrap = (fn: () => void) => {
+      try {
+        fn();
+        return {};
+      } catch (error) {
+        if (error instanceof CallbackError) throw new ApiError(error.name, error.message);
+        throw error;
+      }
+    };
+    switch (action) {
+      case 'StartExecution': {
+        const execution = this.startExecution(String(body.stateMachineArn), JSON.parse(String(body.input ?? '{}')), {
+          name: body.name === undefined ? undefined : String(body.name),
+        });
+        return { executionArn: execution.executionArn, startDate: Date.parse(execution.record.startDate) / 1000 };
+      }
+      case 'DescribeExecution': {
+        const record = this.executionRecord(String(body.executionArn));
+        if (!record) throw new ApiError('ExecutionDoesNotExist', `Execution Does Not Exist: '${body.executionArn}'`);
+        return {
+          executionArn: record.executionArn,
+          stateMachineArn: record.stateMachineArn,
+          name: record.name,
+          status: record.status,
+          startDate: Date.parse(record.startDate) / 1000,
+          ...(record.stopDate ? { stopDate: Date.parse(record.stopDate) / 1000 } : {}),
+          input: JSON.stringify(record.input),
+          ...(record.output !== undefined ? { output: JSON.stringify(record.output) } : {}),
+          ...(record.error ? { error: record.error, cause: record.cause } : {}),
+        };
+      }
+      case 'SendTaskSuccess':
+        return wrap(() => this.callbacks.sendSuccess(String(body.taskToken), JSON.parse(String(body.output))));
+      case 'SendTaskFailure':
+        return wrap(() => this.callbacks.sendFailure(String(body.taskToken), String(body.error ?? ''), String(body.cause ?? '')));
+      case 'SendTaskHeartbeat':
+        return wrap(() => this.callbacks.sendHeartbeat(String(body.taskToken)));
+      default:
+        throw new ApiError('UnknownOperationException', `the local Step Functions API has no ${action}`);
+    }
+  }
+
+  private async secretsApi(action: string, body: Record<string, unknown>): Promise<unknown> {
+    if (action !== 'GetSecretValue') throw new ApiError('UnknownOperationException', `the local Secrets Manager has no ${action}`);
+    const id = String(body.SecretId);
+    const value = this.secrets.get(id) ?? [...this.secrets.entries()].find(([arn]) => arn.endsWith(`:secret:${id}`))?.[1];
+    if (value === undefined) throw new ApiError('ResourceNotFoundException', `Secrets Manager can't find the specified secret: ${id}`);
+    return { ARN: id, Name: id.split(':').pop(), SecretString: value, VersionId: 'local', VersionStages: ['AWSCURRENT'] };
+  }
+
+  private async sendEmail(body: Record<string, unknown>): Promise<{ MessageId: string }> {
+    const file = writeEml(this.outboxDir, body);
+    this.emit('email', { file });
+    return { MessageId: file.split('/').pop()!.replace(/\.eml$/, '') };
+  }
+
+  // ---- executions ----
+
+  private recordFile(executionArn: string): string {
+    return join(this.dataDir, 'executions', `${executionArn.split(':').slice(-2).join('__')}.json`);
+  }
+
+  private persist(record: ExecutionRecord): void {
+    writeFileSync(this.recordFile(record.executionArn), JSON.stringify(record, null, 2));
+  }
+
+  executionRecord(executionArn: string): ExecutionRecord | undefined {
+    const live = this.executions.get(executionArn);
+    if (live) return live.record;
+    const file = this.recordFile(executionArn);
+    return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as ExecutionRecord) : undefined;
+  }
+
+  execution(executionArn: string): Execution | undefined {
+    return this.executions.get(executionArn);
+  }
+
+  /** Task tokens waiting for a callback (never shown to users; tests and the CLI count them). */
+  pendingCallbacks(executionArn?: string): number {
+    return this.callbacks.pending(executionArn).length;
+  }
+
+  async stop(): Promise<void> {
+    for (const execution of this.executions.values()) {
+      if (execution.record.status === 'RUNNING') execution.abort();
+    }
+    await Promise.allSettled([...this.executions.values()].map((e) => e.done));
+    for (const close of this.closers.reverse()) {
+      try {
+        await close();
+      } catch {
+        /* closing is best effort */
+      }
+    }
+    this.closers.length = 0;
+  }
+}
+
+/** Every execution record under a data directory, newest first (the CLI's `runs`). */
+export function listExecutionRecords(dataDir = join(REPO_ROOT, '.local')): ExecutionRecord[] {
+  const dir = join(dataDir, 'executions');
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((f) => f.endsWith('.json'))
+    .map((f) => JSON.parse(readFileSync(join(dir, f), 'utf8')) as ExecutionRecord)
+    .sort((a, b) => (a.startDate < b.startDate ? 1 : -1));
+}
+
+/** Synthesizes the app in-process, bundling skipped (handlers run from source). */
+export function synthesize(): SynthStack[] {
+  const outdir = mkdtempSync(join(tmpdir(), 'frontier-synth-'));
+  try {
+    const { app } = buildApp({
+      outdir,
+      skipBundling: true,
+      nag: false,
+      fastSynth: true,
+      env: { account: LOCAL_ACCOUNT, region: LOCAL_REGION },
+    });
+    const assembly = app.synth();
+    return assembly.stacks.map((s) => ({ stackName: s.stackName, template: s.template }));
+  } finally {
+    rmSync(outdir, { recursive: true, force: true });
+  }
+}
+
+function retryOverrides(tasks: TaskRef[], ms: number): Record<string, number> {
+  return Object.fromEntries(tasks.map((t) => [t.name, ms]));
+}

@@ -1,0 +1,418 @@
+/**
+ * The platform stack: what every pipeline stack shares.
+ *
+ * 1. One S3 bucket (runs, artifacts, checkpoints, data), object events to EventBridge, with
+ *    server access logs in a second bucket.
+ * 2. One DynamoDB table (single-table design, see shared/table.ts).
+ * 3. A VPC for the Batch compute: two AZs, public and private-with-egress subnets, one NAT
+ *    gateway, gateway endpoints for S3 and DynamoDB.
+ * 4. AWS Batch: a GPU EC2 compute environment (g6/g5, spot, scales to zero) and a Fargate
+ *    CPU compute environment, each behind its own job queue.
+ * 5. Secrets: the Anthropic API key (set by the user after deploy) and the approval-link
+ *    signing key (generated).
+ * 6. The SES v2 sender identity.
+ * 7. The approval API: an HTTP API with GET and POST /approvals/{id} on one Lambda.
+ *
+ * Pipeline stacks receive `resources` and never create these things themselves.
+ */
+import { CfnOutput, type CfnResource, Duration, RemovalPolicy, SecretValue, Stack, type StackProps } from 'aws-cdk-lib';
+import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
+import { HttpApi, HttpMethod, LogGroupLogDestination } from 'aws-cdk-lib/aws-apigatewayv2';
+import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
+import * as batch from 'aws-cdk-lib/aws-batch';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as ec2 from 'aws-cdk-lib/aws-ec2';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as s3 from 'aws-cdk-lib/aws-s3';
+import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
+import * as ses from 'aws-cdk-lib/aws-ses';
+import type { Construct } from 'constructs';
+import { join } from 'node:path';
+import { ConfigError } from '#shared/errors.ts';
+import { ENV, TABLE_KEYS } from '#shared/table.ts';
+import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
+import { PipelineFunction } from '#pipelines/steps/function.ts';
+import { acknowledge } from './nag.ts';
+
+/** Context keys (cdk.json) that supply the defaults of the matching props. */
+export const PLATFORM_CONTEXT = {
+  senderEmail: 'frontier:senderEmail',
+  approverEmail: 'frontier:approverEmail',
+  logRetentionDays: 'frontier:logRetentionDays',
+} as const;
+
+/**
+ * Initial value of the Anthropic API key secret. It is not a secret: it tells whoever reads
+ * it what to do, and the Anthropic API rejects it, so a forgotten key fails loudly.
+ */
+export const ANTHROPIC_KEY_PLACEHOLDER =
+  'UNSET: store the key with aws secretsmanager put-secret-value --secret-id <AnthropicApiKeyArn> --secret-string <key>';
+
+/** What the platform stack shares with the pipeline stacks. */
+export interface PlatformResources {
+  /** The one bucket: runs/, artifacts/, checkpoints/, data/. Object events go to EventBridge. */
+  readonly bucket: s3.IBucket;
+  /** The one table: `pk`/`sk`, TTL on `expiresAt`. */
+  readonly table: dynamodb.ITableV2;
+  /** The VPC the Batch compute environments run in. */
+  readonly vpc: ec2.IVpc;
+  /** Queue of the GPU (EC2, g6/g5, spot) compute environment. */
+  readonly gpuQueue: batch.IJobQueue;
+  /** Queue of the CPU (Fargate) compute environment. */
+  readonly cpuQueue: batch.IJobQueue;
+  /** The Anthropic API key, stored by the user after deploy. */
+  readonly anthropicSecret: secretsmanager.ISecret;
+  /** HMAC key that signs approval links. */
+  readonly signingSecret: secretsmanager.ISecret;
+  /** Verified SES sender address. */
+  readonly senderEmail: string;
+  /** Where approval requests are mailed. */
+  readonly approverEmail: string;
+  /** Base URL of the approval API (a token), without a trailing slash: links are `<url>/approvals/<id>`. */
+  readonly approvalApiUrl: string;
+  /** Retention of every log group the stacks create. */
+  readonly logRetention: logs.RetentionDays;
+}
+
+export interface PlatformStackProps extends StackProps {
+  /** Verified SES sender. Default: context `frontier:senderEmail`. */
+  readonly senderEmail?: string;
+  /** Recipient of approval requests. Default: context `frontier:approverEmail`. */
+  readonly approverEmail?: string;
+  /**
+   * Retention of every log group, in days; one of the values CloudWatch Logs accepts
+   * (1, 3, 5, 7, 14, 30, 60, 90, ...). Default: context `frontier:logRetentionDays`, else 30.
+   */
+  readonly logRetentionDays?: number;
+  /** Upper bound of the GPU compute environment, in vCPUs (4 to 4096). Default: 64. */
+  readonly gpuMaxvCpus?: number;
+  /** Upper bound of the Fargate compute environment, in vCPUs (1 to 4096). Default: 64. */
+  readonly cpuMaxvCpus?: number;
+  /**
+   * Run GPU jobs on spot instances (about a third of the on-demand price; a reclaimed job is
+   * retried as a Batch attempt and resumes from its last checkpoint). Default: true.
+   */
+  readonly gpuSpot?: boolean;
+}
+
+/** Entry of the approval API handler. */
+const APPROVAL_API_ENTRY = join(REPO_ROOT, 'functions', 'platform', 'approval-api', 'handler.ts');
+
+const LAMBDA_BASIC_EXECUTION = 'Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole';
+const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+const RETENTION_DAYS = new Set<number>(
+  Object.values(logs.RetentionDays).filter((v): v is number => typeof v === 'number'),
+);
+
+export class PlatformStack extends Stack {
+  readonly resources: PlatformResources;
+
+  constructor(scope: Construct, id: string, props: PlatformStackProps = {}) {
+    super(scope, id, props);
+    const config = this.resolveConfig(props);
+    const logRetention = config.logRetentionDays as logs.RetentionDays;
+
+    // ---- 1. S3 -------------------------------------------------------------------------
+    // SSE-S3 rather than KMS: no key policy to manage and no per-request KMS charge on the
+    // many small objects the pipelines write. (The access-log bucket could not use SSE-KMS
+    // anyway: S3 server access logging does not deliver to KMS-encrypted buckets.)
+    const accessLogBucket = new s3.Bucket(this, 'AccessLogBucket', {
+      encryption: s3.BucketEncryption.S3_MANAGED,
+      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+      objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+      enforceSSL: true,
+      removalPolicy: RemovalPolicy.RETAIN,
+      // Access logs are for audits and incident reviews; a year covers both and bounds cost.
+      lifecycleRules: [{ expiration: Duration.days(365) }],
+    });
+    const bucket = new s3.Bucket(this, 'Bucket', {
+      versioned: true,
+      encryption: s3.BucketEncryption.S3_MANAGED,
+      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+      objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+      enforceSSL: true,
+      // Checkpoint manifests start evaluation runs through EventBridge rules.
+      eventBridgeEnabled: true,
+      serverAccessLogsBucket: accessLogBucket,
+      serverAccessLogsPrefix: 'bucket/',
+      removalPolicy: RemovalPolicy.RETAIN,
+      lifecycleRules: [
+        // Versioning protects artifacts from overwrites; old versions of scratch files
+        // would otherwise be kept forever.
+        { noncurrentVersionExpiration: Duration.days(30) },
+        { abortIncompleteMultipartUploadAfter: Duration.days(7) },
+      ],
+    });
+    // eventBridgeEnabled is applied by a CDK-provided custom resource. Its Lambda is an L1
+    // without a log group prop: point its LoggingConfig at a group with retention (else
+    // Lambda creates one that keeps logs forever), and accept its managed logging policy.
+    for (const child of this.node.children) {
+      if (child.node.id.startsWith('BucketNotificationsHandler')) {
+        const handlerLogs = new logs.LogGroup(this, 'BucketNotificationsHandlerLogs', {
+          retention: logRetention,
+          removalPolicy: RemovalPolicy.DESTROY,
+        });
+        (child.node.defaultChild as CfnResource).addPropertyOverride('LoggingConfig', {
+          LogGroup: handlerLogs.logGroupName,
+        });
+        acknowledge(child, [
+          {
+            id: `AwsSolutions-IAM4[${LAMBDA_BASIC_EXECUTION}]`,
+            reason: 'CDK-provided handler that turns on EventBridge delivery for the bucket; its managed policy only allows writing its own CloudWatch logs.',
+          },
+        ]);
+      }
+    }
+
+    // ---- 2. DynamoDB -------------------------------------------------------------------
+    const table = new dynamodb.TableV2(this, 'Table', {
+      partitionKey: { name: TABLE_KEYS.partitionKey, type: dynamodb.AttributeType.STRING },
+      sortKey: { name: TABLE_KEYS.sortKey, type: dynamodb.AttributeType.STRING },
+      billing: dynamodb.Billing.onDemand(),
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      timeToLiveAttribute: TABLE_KEYS.ttlAttribute,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+
+    // ---- 3. VPC ------------------------------------------------------------------------
+    const flowLogGroup = new logs.LogGroup(this, 'VpcFlowLogs', {
+      retention: logRetention,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    // One NAT gateway, not one per AZ: a NAT gateway costs about 33 USD a month plus data
+    // processing, and the jobs behind it are batch work that a retry survives if its AZ
+    // loses egress. S3 and DynamoDB traffic (checkpoints, datasets, ECR image layers, which
+    // are served from S3) takes the free gateway endpoints below and never crosses the NAT.
+    const vpc = new ec2.Vpc(this, 'Vpc', {
+      maxAzs: 2,
+      natGateways: 1,
+      subnetConfiguration: [
+        { name: 'public', subnetType: ec2.SubnetType.PUBLIC, cidrMask: 24 },
+        { name: 'private', subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS, cidrMask: 20 },
+      ],
+      gatewayEndpoints: {
+        S3: { service: ec2.GatewayVpcEndpointAwsService.S3 },
+        DynamoDB: { service: ec2.GatewayVpcEndpointAwsService.DYNAMODB },
+      },
+      flowLogs: {
+        // Rejected traffic is what reveals a misconfigured security group; logging ALL would
+        // record every S3 transfer of every training job.
+        rejected: {
+          destination: ec2.FlowLogDestination.toCloudWatchLogs(flowLogGroup),
+          trafficType: ec2.FlowLogTrafficType.REJECT,
+        },
+      },
+    });
+    const privateSubnets: ec2.SubnetSelection = { subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS };
+
+    // ---- 4. Batch ----------------------------------------------------------------------
+    const gpuCompute = new batch.ManagedEc2EcsComputeEnvironment(this, 'GpuCompute', {
+      vpc,
+      vpcSubnets: privateSubnets,
+      instanceClasses: [ec2.InstanceClass.G6, ec2.InstanceClass.G5],
+      useOptimalInstanceClasses: false,
+      images: [{ imageType: batch.EcsMachineImageType.ECS_AL2023_NVIDIA }],
+      // Spot: `spot: true` with the price-and-capacity-optimized strategy, which picks the
+      // g6/g5 pools least likely to be reclaimed. Reclaims are handled by Batch attempts
+      // (evaluateOnExit) plus checkpoint resume, not by Step Functions retries.
+      spot: config.gpuSpot,
+      allocationStrategy: config.gpuSpot
+        ? batch.AllocationStrategy.SPOT_PRICE_CAPACITY_OPTIMIZED
+        : batch.AllocationStrategy.BEST_FIT_PROGRESSIVE,
+      minvCpus: 0, // scale to zero: no GPU instance runs while no job is queued
+      maxvCpus: config.gpuMaxvCpus,
+      updateToLatestImageVersion: true,
+    });
+    acknowledge(gpuCompute, [
+      {
+        id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonEC2ContainerServiceforEC2Role]',
+        reason: 'The ECS agent on Batch GPU instances needs this AWS-maintained policy to register with the cluster and pull images; a hand-written copy would drift as ECS adds permissions.',
+      },
+    ]);
+    const gpuQueue = new batch.JobQueue(this, 'GpuQueue', {
+      computeEnvironments: [{ computeEnvironment: gpuCompute, order: 1 }],
+    });
+
+    const cpuCompute = new batch.FargateComputeEnvironment(this, 'CpuCompute', {
+      vpc,
+      vpcSubnets: privateSubnets,
+      maxvCpus: config.cpuMaxvCpus,
+    });
+    const cpuQueue = new batch.JobQueue(this, 'CpuQueue', {
+      computeEnvironments: [{ computeEnvironment: cpuCompute, order: 1 }],
+    });
+
+    // ---- 5. Secrets --------------------------------------------------------------------
+    const anthropicSecret = new secretsmanager.Secret(this, 'AnthropicApiKey', {
+      description: 'Anthropic API key used by the pipelines. Set after deploy with aws secretsmanager put-secret-value.',
+      // A readable placeholder instead of a random string, so that an unset key is obvious.
+      // CloudFormation leaves later put-secret-value versions alone while this stays the same.
+      secretStringValue: SecretValue.unsafePlainText(ANTHROPIC_KEY_PLACEHOLDER),
+    });
+    acknowledge(anthropicSecret, [
+      {
+        id: 'AwsSolutions-SMG4',
+        reason: 'The Anthropic API key is issued and rotated by its owner in the Anthropic console; Secrets Manager cannot mint a new one.',
+      },
+    ]);
+    const signingSecret = new secretsmanager.Secret(this, 'ApprovalSigningKey', {
+      description: 'HMAC key that signs approval links. Rotating it invalidates every outstanding link.',
+      generateSecretString: { passwordLength: 64, excludePunctuation: true, includeSpace: false },
+    });
+    acknowledge(signingSecret, [
+      {
+        id: 'AwsSolutions-SMG4',
+        reason: 'Rotating the approval signing key invalidates every outstanding approval link; links expire on their own, and the key is rotated by hand when needed.',
+      },
+    ]);
+
+    // ---- 6. SES ------------------------------------------------------------------------
+    // The sender must be verified. In the SES sandbox the approver address must be verified
+    // as well (done once in the console); out of the sandbox it needs nothing.
+    new ses.EmailIdentity(this, 'SenderIdentity', { identity: ses.Identity.email(config.senderEmail) });
+
+    // ---- 7. Approval API ---------------------------------------------------------------
+    const approvalFunction = new PipelineFunction(this, 'ApprovalApi', {
+      entry: APPROVAL_API_ENTRY,
+      description: 'Approval page (GET) and decision (POST) for approval gates.',
+      environment: {
+        [ENV.table]: table.tableName,
+        [ENV.signingSecretArn]: signingSecret.secretArn,
+      },
+      logRetention,
+    });
+    table.grantReadWriteData(approvalFunction);
+    signingSecret.grantRead(approvalFunction);
+    // Task tokens are not resources: SendTaskSuccess/SendTaskFailure accept no resource ARN
+    // narrower than "*". The token itself is the capability, and it never leaves the table.
+    approvalFunction.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['states:SendTaskSuccess', 'states:SendTaskFailure'],
+        resources: ['*'],
+      }),
+    );
+
+    const accessLogGroup = new logs.LogGroup(this, 'ApprovalApiAccessLogs', {
+      retention: logRetention,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    const httpApi = new HttpApi(this, 'ApprovalHttpApi', {
+      description: 'Approval links: GET shows the request, POST decides it.',
+      createDefaultStage: false,
+    });
+    httpApi.addStage('DefaultStage', {
+      stageName: '$default',
+      autoDeploy: true,
+      // A person clicks these links; a few requests a second is plenty and caps abuse.
+      throttle: { rateLimit: 10, burstLimit: 20 },
+      accessLogSettings: {
+        destination: new LogGroupLogDestination(accessLogGroup),
+        // $context.path carries no query string, so link signatures never reach the log.
+        format: AccessLogFormat.custom(
+          JSON.stringify({
+            requestId: '$context.requestId',
+            ip: '$context.identity.sourceIp',
+            requestTime: '$context.requestTime',
+            routeKey: '$context.routeKey',
+            path: '$context.path',
+            status: '$context.status',
+            responseLength: '$context.responseLength',
+            integrationError: '$context.integrationErrorMessage',
+          }),
+        ),
+      },
+    });
+    httpApi.addRoutes({
+      path: '/approvals/{id}',
+      methods: [HttpMethod.GET, HttpMethod.POST],
+      integration: new HttpLambdaIntegration('ApprovalIntegration', approvalFunction),
+    });
+    // The $default stage serves at the root of the API endpoint, which has no trailing slash.
+    const approvalApiUrl = httpApi.apiEndpoint;
+    acknowledge(httpApi, [
+      {
+        id: 'AwsSolutions-APIG4',
+        reason: 'Approval links are opened from a mail client, which cannot present IAM or JWT credentials; each request is authorised by the HMAC signature in the link and the POST by the anti-forgery token of the page.',
+      },
+    ]);
+    acknowledge(approvalFunction, [
+      {
+        id: `AwsSolutions-IAM4[${LAMBDA_BASIC_EXECUTION}]`,
+        reason: 'AWSLambdaBasicExecutionRole only allows writing to CloudWatch Logs, which every function needs.',
+      },
+      {
+        id: 'AwsSolutions-IAM5[Resource::*]',
+        reason: 'states:SendTaskSuccess and states:SendTaskFailure do not support resource-level permissions: a task token is not an ARN, so the only valid resource is "*".',
+      },
+      {
+        id: 'AwsSolutions-L1',
+        reason: 'nodejs22.x is pinned on purpose: the embedded runtime runs the same handler modules in-process on Node 22, so local and deployed behaviour match.',
+      },
+    ]);
+
+    // ---- Outputs -----------------------------------------------------------------------
+    new CfnOutput(this, 'BucketName', { value: bucket.bucketName, description: 'The pipelines bucket.' });
+    new CfnOutput(this, 'TableName', { value: table.tableName, description: 'The pipelines table.' });
+    new CfnOutput(this, 'ApprovalApiUrl', { value: approvalApiUrl, description: 'Base URL of approval links.' });
+    new CfnOutput(this, 'AnthropicApiKeyArn', {
+      value: anthropicSecret.secretArn,
+      description: 'Store the Anthropic API key here with aws secretsmanager put-secret-value.',
+    });
+
+    this.resources = {
+      bucket,
+      table,
+      vpc,
+      gpuQueue,
+      cpuQueue,
+      anthropicSecret,
+      signingSecret,
+      senderEmail: config.senderEmail,
+      approverEmail: config.approverEmail,
+      approvalApiUrl,
+      logRetention,
+    };
+  }
+
+  /** Props over context over defaults, each value validated. */
+  private resolveConfig(props: PlatformStackProps) {
+    const fromContext = (key: string): unknown => this.node.tryGetContext(key);
+    const senderEmail = requireEmail('senderEmail', props.senderEmail ?? fromContext(PLATFORM_CONTEXT.senderEmail));
+    const approverEmail = requireEmail('approverEmail', props.approverEmail ?? fromContext(PLATFORM_CONTEXT.approverEmail));
+    const logRetentionDays = requireRetention(
+      'logRetentionDays',
+      props.logRetentionDays ?? fromContext(PLATFORM_CONTEXT.logRetentionDays) ?? 30,
+    );
+    const gpuMaxvCpus = requireIntegerIn('gpuMaxvCpus', props.gpuMaxvCpus ?? 64, 4, 4096);
+    const cpuMaxvCpus = requireIntegerIn('cpuMaxvCpus', props.cpuMaxvCpus ?? 64, 1, 4096);
+    return { senderEmail, approverEmail, logRetentionDays, gpuMaxvCpus, cpuMaxvCpus, gpuSpot: props.gpuSpot ?? true };
+  }
+}
+
+function requireEmail(field: string, value: unknown): string {
+  if (typeof value !== 'string' || !EMAIL.test(value)) {
+    throw new ConfigError(
+      field,
+      value,
+      `must be an email address such as pipelines@example.com (prop ${field} or context frontier:${field})`,
+    );
+  }
+  return value;
+}
+
+function requireRetention(field: string, value: unknown): number {
+  // Context given on the command line (-c frontier:logRetentionDays=14) arrives as a string.
+  const days = typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : value;
+  if (typeof days !== 'number' || !RETENTION_DAYS.has(days)) {
+    throw new ConfigError(field, value, `must be one of ${[...RETENTION_DAYS].sort((a, b) => a - b).join(', ')}`);
+  }
+  return days;
+}
+
+function requireIntegerIn(field: string, value: number, min: number, max: number): number {
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new ConfigError(field, value, `must be an integer from ${min} to ${max}`);
+  }
+  return value;
+}

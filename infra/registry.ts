@@ -1,0 +1,41 @@
+/**
+ * The pipelines this app deploys and runs. Each entry names its stack, its config schema
+ * and sizes, and builds its stack from the platform's resources. The first entry is the
+ * default of `frontier run`.
+ */
+import type { Stack, StackProps } from 'aws-cdk-lib';
+import type { Construct } from 'constructs';
+import type { z } from 'zod';
+import type { PlatformResources } from './platform-stack.ts';
+import { PROBE_PIPELINE, ProbeStack } from '../test/fixtures/probe/stack.ts';
+import { PROBE_SMOKE, ProbeConfig } from '../test/fixtures/probe/config.ts';
+
+export interface PipelineEntry {
+  /** Name used by the CLI and in S3 prefixes. */
+  readonly name: string;
+  /** CloudFormation stack id: `cdk deploy <stackId>` deploys this pipeline alone. */
+  readonly stackId: string;
+  readonly description: string;
+  /** The execution input's `config`. */
+  readonly config: z.ZodType;
+  /** Config of `--smoke` runs (and of runs given no config). */
+  readonly smoke: Record<string, unknown>;
+  /** Config of full-size runs. Default: the smoke config. */
+  readonly full?: Record<string, unknown>;
+  create(scope: Construct, id: string, props: StackProps & { resources: PlatformResources }): Stack;
+}
+
+export const PIPELINES: readonly PipelineEntry[] = [
+  {
+    // The platform's probe: a fixture using every step kind. It is the default pipeline until
+    // a product pipeline lands, and deploying it verifies an account's setup without a GPU.
+    name: PROBE_PIPELINE,
+    stackId: 'FrontierProbe',
+    description: 'Platform probe: every step kind on a few numbers (fixture)',
+    config: ProbeConfig,
+    smoke: PROBE_SMOKE,
+    create: (scope, id, props) => new ProbeStack(scope, id, props),
+  },
+];
+
+export const PLATFORM_STACK_ID = 'FrontierPlatform';

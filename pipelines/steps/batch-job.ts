@@ -1,0 +1,122 @@
+/**
+ * BatchJob: one container job of batch-jobs/<name>/ as an AWS Batch job definition.
+ * The image is built from batch-jobs/ (so the job's Dockerfile can copy batch-jobs/common),
+ * user-code retries are Batch attempts (spot reclaims retried, application errors not),
+ * and the metadata lets the embedded runtime run the same entrypoint as a child process.
+ */
+import { Duration, Size } from 'aws-cdk-lib';
+import {
+  Action,
+  EcsEc2ContainerDefinition,
+  EcsFargateContainerDefinition,
+  EcsJobDefinition,
+  type IJobQueue,
+  Reason,
+  RetryStrategy,
+  type CfnJobDefinition,
+} from 'aws-cdk-lib/aws-batch';
+import { ContainerImage } from 'aws-cdk-lib/aws-ecs';
+import { Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
+import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { RemovalPolicy } from 'aws-cdk-lib';
+import { LogDrivers } from 'aws-cdk-lib/aws-ecs';
+import { Construct } from 'constructs';
+import { existsSync } from 'node:fs';
+import { join, relative, sep } from 'node:path';
+import { ConfigError } from '#shared/errors.ts';
+import { ENV } from '#shared/table.ts';
+import { jobCodeVersion, REPO_ROOT, type CodeVersion } from './code-version.ts';
+import { META } from './function.ts';
+import type { StepResources } from './resources.ts';
+
+export interface BatchJobProps {
+  /** Folder name under batch-jobs/. */
+  readonly job: string;
+  /** Command run in the image's working directory. Default: `python3 main.py`. */
+  readonly command?: string[];
+  /** GPUs per job; 0 runs on the Fargate (CPU) queue. Default: 0. */
+  readonly gpus?: number;
+  /** vCPUs per job. Default: 2 (CPU) or 4 (GPU). */
+  readonly vcpus?: number;
+  /** Memory per job. Default: 4 GiB (CPU) or 16 GiB (GPU). */
+  readonly memory?: Size;
+  /** Wall-clock limit per attempt. Default: 2 hours. */
+  readonly timeout?: Duration;
+  /** Batch attempts for spot reclaims and host failures. Default: 3. */
+  readonly attempts?: number;
+  /** Extra environment variables. */
+  readonly environment?: Record<string, string>;
+  /** Changes the code version on purpose, invalidating cached results of this job. */
+  readonly salt?: string;
+  readonly resources: StepResources;
+}
+
+export class BatchJob extends Construct {
+  readonly jobDefinition: EcsJobDefinition;
+  readonly queue: IJobQueue;
+  readonly codeVersion: CodeVersion;
+  readonly jobDir: string;
+
+  constructor(scope: Construct, id: string, props: BatchJobProps) {
+    super(scope, id);
+    const jobDir = join(REPO_ROOT, 'batch-jobs', props.job);
+    if (!existsSync(join(jobDir, 'Dockerfile'))) {
+      throw new ConfigError('job', props.job, `batch-jobs/${props.job}/Dockerfile does not exist`);
+    }
+    const gpus = props.gpus ?? 0;
+    const attempts = props.attempts ?? 3;
+    if (!Number.isInteger(gpus) || gpus < 0 || gpus > 8) throw new ConfigError('gpus', gpus, 'must be an integer from 0 to 8');
+    if (!Number.isInteger(attempts) || attempts < 1 || attempts > 10) {
+      throw new ConfigError('attempts', attempts, 'must be an integer from 1 to 10 (the Batch limit)');
+    }
+    this.jobDir = jobDir;
+    this.codeVersion = jobCodeVersion(jobDir, props.salt);
+    const command = props.command ?? ['python3', 'main.py'];
+    const { resources } = props;
+
+    const jobRole = new Role(this, 'JobRole', { assumedBy: new ServicePrincipal('ecs-tasks.amazonaws.com') });
+    resources.bucket.grantReadWrite(jobRole);
+    const logGroup = new LogGroup(this, 'Logs', {
+      retention: resources.logRetention ?? RetentionDays.ONE_MONTH,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    const common = {
+      image: ContainerImage.fromAsset(join(REPO_ROOT, 'batch-jobs'), { file: `${props.job}/Dockerfile` }),
+      command,
+      jobRole,
+      environment: { [ENV.bucket]: resources.bucket.bucketName, PYTHONUNBUFFERED: '1', ...props.environment },
+      logging: LogDrivers.awsLogs({ streamPrefix: props.job, logGroup }),
+    };
+    const container =
+      gpus > 0
+        ? new EcsEc2ContainerDefinition(this, 'Container', {
+            ...common,
+            gpu: gpus,
+            cpu: props.vcpus ?? 4,
+            memory: props.memory ?? Size.gibibytes(16),
+          })
+        : new EcsFargateContainerDefinition(this, 'Container', {
+            ...common,
+            cpu: props.vcpus ?? 2,
+            memory: props.memory ?? Size.gibibytes(4),
+            assignPublicIp: false,
+          });
+    this.jobDefinition = new EcsJobDefinition(this, 'Definition', {
+      container,
+      timeout: props.timeout ?? Duration.hours(2),
+      retryAttempts: attempts,
+      retryStrategies: [
+        // A reclaimed spot instance is worth another attempt (the job resumes from its checkpoint);
+        // an application error is not: it would fail the same way again.
+        RetryStrategy.of(Action.RETRY, Reason.SPOT_INSTANCE_RECLAIMED),
+        RetryStrategy.of(Action.RETRY, Reason.CANNOT_PULL_CONTAINER),
+        RetryStrategy.of(Action.EXIT, Reason.NON_ZERO_EXIT_CODE),
+      ],
+    });
+    this.queue = gpus > 0 ? resources.gpuQueue : resources.cpuQueue;
+    const cfn = this.jobDefinition.node.defaultChild as CfnJobDefinition;
+    cfn.addMetadata(META.jobDir, relative(REPO_ROOT, jobDir).split(sep).join('/'));
+    cfn.addMetadata(META.jobCommand, command);
+    cfn.addMetadata(META.codeVersion, this.codeVersion.hash);
+  }
+}

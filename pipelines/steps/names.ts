@@ -1,0 +1,17 @@
+import { ConfigError } from '#shared/errors.ts';
+
+/** Step Functions state names are at most 80 characters; Map iterators share one namespace locally. */
+export function stateName(stepId: string, part: string): string {
+  const name = part ? `${stepId}: ${part}` : stepId;
+  if (name.length > 80) throw new ConfigError('stepId', stepId, `state name "${name}" exceeds 80 characters`);
+  return name;
+}
+
+const STEP_ID = /^[A-Za-z][A-Za-z0-9-]{0,47}$/;
+
+export function checkStepId(stepId: string): string {
+  if (!STEP_ID.test(stepId)) {
+    throw new ConfigError('stepId', stepId, 'must start with a letter and use letters, digits and "-" (at most 48)');
+  }
+  return stepId;
+}

@@ -1,0 +1,40 @@
+/**
+ * PipelineStateMachine: a Standard workflow with logging and tracing, whose definition is
+ * the pipeline's chain. The embedded runtime finds it in the template by its metadata.
+ */
+import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import { Construct } from 'constructs';
+import type { StepResources } from './resources.ts';
+
+export const PIPELINE_META = 'frontier:pipeline';
+
+export interface PipelineStateMachineProps {
+  readonly pipeline: string;
+  readonly definition: sfn.IChainable;
+  readonly resources: StepResources;
+  /** Execution limit. Default: 7 days. */
+  readonly timeout?: Duration;
+}
+
+export class PipelineStateMachine extends Construct {
+  readonly stateMachine: sfn.StateMachine;
+  readonly logGroup: LogGroup;
+
+  constructor(scope: Construct, id: string, props: PipelineStateMachineProps) {
+    super(scope, id);
+    this.logGroup = new LogGroup(this, 'Logs', {
+      retention: props.resources.logRetention ?? RetentionDays.ONE_MONTH,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    this.stateMachine = new sfn.StateMachine(this, 'StateMachine', {
+      stateMachineType: sfn.StateMachineType.STANDARD,
+      definitionBody: sfn.DefinitionBody.fromChainable(props.definition),
+      timeout: props.timeout ?? Duration.days(7),
+      tracingEnabled: true,
+      logs: { destination: this.logGroup, level: sfn.LogLevel.ERROR, includeExecutionData: false },
+    });
+    (this.stateMachine.node.defaultChild as sfn.CfnStateMachine).addMetadata(PIPELINE_META, props.pipeline);
+  }
+}

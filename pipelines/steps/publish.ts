@@ -1,0 +1,84 @@
+/**
+ * Publish artifact: copy the step's files under artifacts/<name>/<version>/ and write the
+ * version's index entry (lineage, metrics, card). Cached like any step, keyed by the files
+ * and metadata (not the execution), so a fully cached rerun publishes nothing new.
+ */
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
+import { Stack } from 'aws-cdk-lib';
+import type { Construct } from 'constructs';
+import { join } from 'node:path';
+import { ConfigError } from '#shared/errors.ts';
+import { ARTIFACT_NAME } from '#shared/artifacts.ts';
+import { ENV } from '#shared/table.ts';
+import { REPO_ROOT } from './code-version.ts';
+import { PipelineFunction } from './function.ts';
+import { stateName } from './names.ts';
+import type { StepScope } from './resources.ts';
+import { LAMBDA_SERVICE_ERRORS, retryServiceErrors, step, type StepRunner } from './step.ts';
+
+export interface PublishArtifactProps {
+  readonly scope: StepScope;
+  /** Artifact name: lowercase letters, digits and "-". */
+  readonly name: string;
+  /** Path of `[{uri, name}]`: the files to publish. */
+  readonly filesPath: string;
+  /** Path of a flat metrics object. Default: none. */
+  readonly metricsPath?: string;
+  /** Path of `[{name, version}]`: the artifact versions this one was made from. Default: none. */
+  readonly lineagePath?: string;
+  /** Path of the report's S3 URI, indexed as the artifact's card. Default: none. */
+  readonly cardUriPath?: string;
+  /** Where `{name, version, uri, sha256}` goes. */
+  readonly resultPath: string;
+}
+
+function publishFunction(scope: Construct, steps: StepScope): PipelineFunction {
+  const stack = Stack.of(scope);
+  const existing = stack.node.tryFindChild('PublishArtifact');
+  if (existing) return existing as PipelineFunction;
+  const { resources } = steps;
+  const fn = new PipelineFunction(stack, 'PublishArtifact', {
+    entry: join(REPO_ROOT, 'functions/platform/publish-artifact/handler.ts'),
+    description: 'Copies artifact files to their version folder and indexes the version',
+    environment: { [ENV.table]: resources.table.tableName, [ENV.bucket]: resources.bucket.bucketName },
+    logRetention: resources.logRetention,
+  });
+  resources.table.grantReadWriteData(fn);
+  resources.bucket.grantReadWrite(fn);
+  return fn;
+}
+
+export function publishArtifact(scope: Construct, stepId: string, props: PublishArtifactProps): sfn.Chain {
+  if (!ARTIFACT_NAME.test(props.name)) {
+    throw new ConfigError('name', props.name, 'must be lowercase letters, digits and "-", at most 63 characters');
+  }
+  const fn = publishFunction(scope, props.scope);
+  const runner: StepRunner = {
+    codeVersion: fn.codeVersion,
+    build(construct, id, payloadPath, resultPath) {
+      const task = new tasks.LambdaInvoke(construct, stateName(id, 'Invoke'), {
+        lambdaFunction: fn,
+        // The execution id is lineage, not part of what is published: it stays out of the cache key.
+        payload: sfn.TaskInput.fromObject({
+          'request.$': payloadPath,
+          'executionId.$': '$$.Execution.Id',
+        }),
+        payloadResponseOnly: true,
+        retryOnServiceExceptions: false,
+        resultPath,
+      });
+      retryServiceErrors(task, LAMBDA_SERVICE_ERRORS);
+      return sfn.Chain.start(task);
+    },
+  };
+  const inputs: Record<string, unknown> = {
+    name: props.name,
+    pipeline: props.scope.pipeline,
+    'files.$': props.filesPath,
+  };
+  if (props.metricsPath) inputs['metrics.$'] = props.metricsPath;
+  if (props.lineagePath) inputs['lineage.$'] = props.lineagePath;
+  if (props.cardUriPath) inputs['cardUri.$'] = props.cardUriPath;
+  return step(scope, stepId, { run: runner, inputs, resultPath: props.resultPath, cache: { scope: props.scope } });
+}

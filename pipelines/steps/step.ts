@@ -1,0 +1,287 @@
+/**
+ * Steps: what runs (a Lambda, a Batch job) and how it is wrapped (inputs evaluated once,
+ * optionally cached). Every step reads its inputs from a Parameters-style template and
+ * writes its result at `resultPath`; scratch values live under `$._step` and are cleared
+ * when the step ends, so state stays small (Step Functions' 256 KiB payload limit).
+ */
+import { Duration } from 'aws-cdk-lib';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
+import type { Construct } from 'constructs';
+import { ConfigError } from '#shared/errors.ts';
+import type { BatchJob } from './batch-job.ts';
+import type { CodeVersion } from './code-version.ts';
+import type { PipelineFunction } from './function.ts';
+import { checkStepId, stateName } from './names.ts';
+import type { StepScope } from './resources.ts';
+
+/** Where a step's scratch values live while it runs. */
+export const SCRATCH = '$._step';
+
+/** Errors of the Lambda service itself, worth retrying; errors our code throws are not. */
+export const LAMBDA_SERVICE_ERRORS = [
+  'Lambda.ServiceException',
+  'Lambda.AWSLambdaException',
+  'Lambda.SdkClientException',
+  'Lambda.TooManyRequestsException',
+];
+
+/** Throttling and transient errors of direct DynamoDB and S3 integrations. */
+export const SERVICE_ERRORS = [
+  'DynamoDb.ProvisionedThroughputExceededException',
+  'DynamoDb.RequestLimitExceeded',
+  'DynamoDb.ThrottlingException',
+  'DynamoDb.InternalServerErrorException',
+  'S3.SlowDown',
+  'S3.InternalError',
+  'S3.ServiceUnavailable',
+];
+
+export function retryServiceErrors(state: sfn.TaskStateBase, errors: string[]): void {
+  state.addRetry({
+    errors,
+    interval: Duration.seconds(1),
+    maxAttempts: 4,
+    backoffRate: 2,
+    maxDelay: Duration.seconds(30),
+    jitterStrategy: sfn.JitterType.FULL,
+  });
+}
+
+/** What a step runs. `build` reads the payload at `payloadPath` and writes at `resultPath`. */
+export interface StepRunner {
+  /** The code version of what runs, part of the cache key. */
+  readonly codeVersion: CodeVersion;
+  build(scope: Construct, stepId: string, payloadPath: string, resultPath: string): sfn.Chain;
+}
+
+/** Run a PipelineFunction: one invoke, service errors retried with jitter. */
+export function invoke(fn: PipelineFunction): StepRunner {
+  return {
+    codeVersion: fn.codeVersion,
+    build(scope, stepId, payloadPath, resultPath) {
+      const task = new tasks.LambdaInvoke(scope, stateName(stepId, 'Invoke'), {
+        lambdaFunction: fn,
+        // The state's input narrowed to the payload is the event; ResultPath still merges
+        // into the whole state.
+        inputPath: payloadPath,
+        payloadResponseOnly: true,
+        retryOnServiceExceptions: false,
+        resultPath,
+      });
+      retryServiceErrors(task, LAMBDA_SERVICE_ERRORS);
+      return sfn.Chain.start(task);
+    },
+  };
+}
+
+/**
+ * Run a Batch job with `submitJob.sync`: write its spec to S3, submit, wait, then read the
+ * `result.json` the job wrote under OUTPUT_URI. Retries of user code are Batch attempts
+ * (see BatchJob), never Step Functions retries.
+ */
+export function runJob(job: BatchJob, scope: StepScope): StepRunner {
+  const { bucket } = scope.resources;
+  return {
+    codeVersion: job.codeVersion,
+    build(construct, stepId, payloadPath, resultPath) {
+      const runPrefix = `States.Format('runs/${scope.pipeline}/{}/${stepId}/{}/', $$.Execution.Name, ${SCRATCH}.job.id)`;
+      const prepare = new sfn.Pass(construct, stateName(stepId, 'Job id'), {
+        parameters: { 'id.$': 'States.UUID()' },
+        resultPath: `${SCRATCH}.job`,
+      });
+      const locate = new sfn.Pass(construct, stateName(stepId, 'Job paths'), {
+        parameters: {
+          'id.$': `${SCRATCH}.job.id`,
+          'specKey.$': `States.Format('{}spec.json', ${runPrefix})`,
+          'resultKey.$': `States.Format('{}output/result.json', ${runPrefix})`,
+          'specUri.$': `States.Format('s3://{}/{}spec.json', '${bucket.bucketName}', ${runPrefix})`,
+          'outputUri.$': `States.Format('s3://{}/{}output/', '${bucket.bucketName}', ${runPrefix})`,
+        },
+        resultPath: `${SCRATCH}.job`,
+      });
+      const writeSpec = new tasks.CallAwsService(construct, stateName(stepId, 'Write spec'), {
+        service: 's3',
+        action: 'putObject',
+        parameters: {
+          Bucket: bucket.bucketName,
+          Key: sfn.JsonPath.stringAt(`${SCRATCH}.job.specKey`),
+          Body: sfn.JsonPath.jsonToString(sfn.JsonPath.objectAt(payloadPath)),
+          ContentType: 'application/json',
+        },
+        iamResources: [bucket.arnForObjects('runs/*')],
+        resultPath: sfn.JsonPath.DISCARD,
+      });
+      retryServiceErrors(writeSpec, SERVICE_ERRORS);
+      const submit = new tasks.BatchSubmitJob(construct, stateName(stepId, 'Run job'), {
+        jobName: stepId,
+        jobQueueArn: job.queue.jobQueueArn,
+        jobDefinitionArn: job.jobDefinition.jobDefinitionArn,
+        integrationPattern: sfn.IntegrationPattern.RUN_JOB,
+        containerOverrides: {
+          environment: {
+            JOB_SPEC_URI: sfn.JsonPath.stringAt(`${SCRATCH}.job.specUri`),
+            OUTPUT_URI: sfn.JsonPath.stringAt(`${SCRATCH}.job.outputUri`),
+          },
+        },
+        resultSelector: { 'jobId.$': '$.JobId', 'status.$': '$.Status' },
+        resultPath: `${SCRATCH}.job.batch`,
+        // No Step Functions retry: Batch attempts own user-code retries.
+      });
+      const readResult = new tasks.CallAwsService(construct, stateName(stepId, 'Read result'), {
+        service: 's3',
+        action: 'getObject',
+        parameters: { Bucket: bucket.bucketName, Key: sfn.JsonPath.stringAt(`${SCRATCH}.job.resultKey`) },
+        iamResources: [bucket.arnForObjects('runs/*')],
+        resultSelector: { 'value.$': 'States.StringToJson($.Body)' },
+        resultPath: `${SCRATCH}.job.result`,
+      });
+      retryServiceErrors(readResult, SERVICE_ERRORS);
+      readResult.addCatch(
+        new sfn.Fail(construct, stateName(stepId, 'No result'), {
+          error: 'JobResultMissing',
+          cause: `The ${stepId} job exited 0 but wrote no result.json under its OUTPUT_URI`,
+        }),
+        { errors: ['S3.NoSuchKeyException', 'S3.NoSuchKey'] },
+      );
+      const deliver = new sfn.Pass(construct, stateName(stepId, 'Job result'), {
+        inputPath: `${SCRATCH}.job.result.value`,
+        resultPath,
+      });
+      return sfn.Chain.start(prepare).next(locate).next(writeSpec).next(submit).next(readResult).next(deliver);
+    },
+  };
+}
+
+export interface StepProps {
+  /** What runs. */
+  readonly run: StepRunner;
+  /**
+   * The step's inputs as a Parameters template (`{'n.$': '$.config.n'}`). Inputs are
+   * evaluated once; with caching, their JSON text is part of the key, so keep it small
+   * (under 9,000 characters: States.Hash takes at most 10,000) and pass big data as S3 URIs.
+   */
+  readonly inputs: Record<string, unknown>;
+  /** Where the result goes in the state, e.g. `$.steps.train`. */
+  readonly resultPath: string;
+  /** Cache the result in the table, keyed by (step, code version, inputs). Default: no cache. */
+  readonly cache?: CacheOptions;
+}
+
+export interface CacheOptions {
+  readonly scope: StepScope;
+  /** Changes the key on purpose, invalidating every cached result of this step. */
+  readonly salt?: string;
+}
+
+/** A step: inputs evaluated into scratch, the runner, and (optionally) the cache around it. */
+export function step(scope: Construct, stepId: string, props: StepProps): sfn.Chain {
+  checkStepId(stepId);
+  if (!props.resultPath.startsWith('$.') || props.resultPath.startsWith(SCRATCH)) {
+    throw new ConfigError('resultPath', props.resultPath, `must be a path under "$." outside ${SCRATCH}`);
+  }
+  const inputs = new sfn.Pass(scope, stateName(stepId, 'Inputs'), {
+    parameters: { in: props.inputs },
+    resultPath: SCRATCH,
+  });
+  const tidy = new sfn.Pass(scope, stateName(stepId, 'Done'), { result: sfn.Result.fromObject({}), resultPath: SCRATCH });
+  if (!props.cache) {
+    const body = props.run.build(scope, stepId, `${SCRATCH}.in`, props.resultPath);
+    return sfn.Chain.start(inputs).next(body).next(tidy);
+  }
+  return cachedChain(scope, stepId, props, inputs, tidy);
+}
+
+/**
+ * The cache around a runner, as direct DynamoDB and S3 states (no Lambda, no container):
+ * key = sha256(step | code version | inputs JSON); a hit whose S3 outputs are gone is a miss.
+ * A runner's result may list the S3 objects it made as `s3Outputs: [{Bucket, Key}]`.
+ */
+function cachedChain(scope: Construct, stepId: string, props: StepProps, inputs: sfn.Pass, tidy: sfn.Pass): sfn.Chain {
+  const { resources } = props.cache!.scope;
+  const table = resources.table;
+  const version = props.run.codeVersion.hash + (props.cache!.salt ? `+${props.cache!.salt}` : '');
+  const s = SCRATCH;
+
+  const key = new sfn.Pass(scope, stateName(stepId, 'Cache key'), {
+    parameters: {
+      'value.$': `States.Hash(States.Format('{}|{}|{}', '${stepId}', '${version}', States.JsonToString(${s}.in)), 'SHA-256')`,
+    },
+    resultPath: `${s}.key`,
+  });
+  const lookup = new tasks.CallAwsService(scope, stateName(stepId, 'Cache lookup'), {
+    service: 'dynamodb',
+    action: 'getItem',
+    parameters: {
+      TableName: table.tableName,
+      Key: { pk: { S: `CACHE#${stepId}` }, sk: { S: sfn.JsonPath.stringAt(`${s}.key.value`) } },
+      ConsistentRead: true,
+    },
+    iamResources: [table.tableArn],
+    resultPath: `${s}.lookup`,
+  });
+  retryServiceErrors(lookup, SERVICE_ERRORS);
+
+  const hit = new sfn.Pass(scope, stateName(stepId, 'Cache hit'), {
+    parameters: {
+      'value.$': `States.StringToJson(${s}.lookup.Item.output.S)`,
+      'outputs.$': `States.StringToJson(${s}.lookup.Item.s3Outputs.S)`,
+    },
+    resultPath: `${s}.hit`,
+  });
+  const headObject = new tasks.CallAwsService(scope, stateName(stepId, 'Output exists'), {
+    service: 's3',
+    action: 'headObject',
+    parameters: { 'Bucket.$': '$.Bucket', 'Key.$': '$.Key' },
+    iamResources: [resources.bucket.arnForObjects('*')],
+    resultPath: sfn.JsonPath.DISCARD,
+  });
+  const checkOutputs = new sfn.Map(scope, stateName(stepId, 'Check outputs'), {
+    itemsPath: `${s}.hit.outputs`,
+    maxConcurrency: 10,
+    resultPath: sfn.JsonPath.DISCARD,
+  });
+  checkOutputs.itemProcessor(headObject);
+  const restore = new sfn.Pass(scope, stateName(stepId, 'Restore'), { inputPath: `${s}.hit.value`, resultPath: props.resultPath });
+
+  const body = props.run.build(scope, stepId, `${s}.in`, `${s}.out`);
+  const defaults = new sfn.Pass(scope, stateName(stepId, 'Output defaults'), {
+    result: sfn.Result.fromObject({ s3Outputs: [] }),
+    resultPath: `${s}.defaults`,
+  });
+  const merged = new sfn.Pass(scope, stateName(stepId, 'Output list'), {
+    parameters: { 'value.$': `States.JsonMerge(${s}.defaults, ${s}.out, false)` },
+    resultPath: `${s}.merged`,
+  });
+  const store = new tasks.CallAwsService(scope, stateName(stepId, 'Cache store'), {
+    service: 'dynamodb',
+    action: 'putItem',
+    parameters: {
+      TableName: table.tableName,
+      Item: {
+        pk: { S: `CACHE#${stepId}` },
+        sk: { S: sfn.JsonPath.stringAt(`${s}.key.value`) },
+        step: { S: stepId },
+        codeVersion: { S: version },
+        inputs: { S: sfn.JsonPath.jsonToString(sfn.JsonPath.objectAt(`${s}.in`)) },
+        output: { S: sfn.JsonPath.jsonToString(sfn.JsonPath.objectAt(`${s}.out`)) },
+        s3Outputs: { S: sfn.JsonPath.jsonToString(sfn.JsonPath.objectAt(`${s}.merged.value.s3Outputs`)) },
+        executionId: { S: sfn.JsonPath.stringAt('$$.Execution.Id') },
+        createdAt: { S: sfn.JsonPath.stringAt('$$.Execution.StartTime') },
+      },
+    },
+    iamResources: [table.tableArn],
+    resultPath: sfn.JsonPath.DISCARD,
+  });
+  retryServiceErrors(store, SERVICE_ERRORS);
+  const deliver = new sfn.Pass(scope, stateName(stepId, 'Deliver'), { inputPath: `${s}.out`, resultPath: props.resultPath });
+
+  const miss = sfn.Chain.start(body).next(defaults).next(merged).next(store).next(deliver).next(tidy);
+  // A cached output whose S3 objects were deleted is a miss: recompute rather than hand back dangling URIs.
+  checkOutputs.addCatch(miss, { errors: ['States.ALL'], resultPath: `${s}.miss` });
+  const choice = new sfn.Choice(scope, stateName(stepId, 'Cached?'))
+    .when(sfn.Condition.isPresent(`${s}.lookup.Item`), sfn.Chain.start(hit).next(checkOutputs).next(restore).next(tidy))
+    .otherwise(miss);
+  sfn.Chain.start(inputs).next(key).next(lookup).next(choice);
+  return sfn.Chain.custom(inputs, [tidy], tidy);
+}

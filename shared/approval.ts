@@ -1,0 +1,396 @@
+/**
+ * The approval gate's logic, free of SDK calls: request parsing, ids, link signatures,
+ * anti-forgery tokens, the stored item, the MIME message, and the request shapes for a
+ * decision. The two handlers in functions/platform/ make the calls.
+ *
+ * The task token is the capability to resume a run, so it lives only in the table item: never
+ * in the link, the email, a log line or an error message. The link carries a random id and an
+ * HMAC over (id, expiry) instead.
+ */
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { UpdateCommandInput } from '@aws-sdk/lib-dynamodb';
+import type { SendTaskFailureCommandInput, SendTaskSuccessCommandInput } from '@aws-sdk/client-sfn';
+import MailComposer from 'nodemailer/lib/mail-composer/index.js';
+import { z } from 'zod';
+import { ConfigError } from './errors.ts';
+import { canonicalJson, sha256Hex } from './json.ts';
+import { valueAt } from './schema.ts';
+import { approvalKey } from './table.ts';
+
+/** Kept after expiry so the CLI and the page can still show what happened. */
+export const RETAIN_AFTER_EXPIRY_SECONDS = 30 * 24 * 3600;
+/** A Standard workflow runs at most one year; a longer wait could never be answered. */
+export const MAX_TIMEOUT_SECONDS = 365 * 24 * 3600;
+export const MAX_COMMENT_CHARS = 500;
+/** The error name a rejected approval fails its task with; pipelines Catch on it. */
+export const APPROVAL_REJECTED = 'ApprovalRejected';
+/** 128 random bits in base64url, no padding. */
+export const APPROVAL_ID_PATTERN = /^[A-Za-z0-9_-]{22}$/;
+
+export type ApprovalState = 'PENDING' | 'APPROVED' | 'REJECTED' | 'EXPIRED';
+export type DetailValue = string | number | boolean;
+
+// ---------------------------------------------------------------------------------------
+// The request from Step Functions
+
+export const approvalRequestSchema = z.object({
+  taskToken: z.string().min(1),
+  executionId: z.string().min(1),
+  pipeline: z.string().min(1),
+  title: z.string().min(1).max(200),
+  details: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])),
+  timeoutSeconds: z.number().int().positive().max(MAX_TIMEOUT_SECONDS),
+  recipients: z.array(z.email()).min(1).optional(),
+});
+export type ApprovalRequest = z.infer<typeof approvalRequestSchema>;
+
+/** Parses the task input; the error names the field (and never echoes the token). */
+export function parseApprovalRequest(event: unknown): ApprovalRequest {
+  const result = approvalRequestSchema.safeParse(event);
+  if (result.success) return result.data;
+  throw configErrorFromZod(result.error, event, 'approval request');
+}
+
+// ---------------------------------------------------------------------------------------
+// Signatures
+
+export function newApprovalId(): string {
+  return randomBytes(16).toString('base64url');
+}
+
+function hmacBase64Url(key: string, message: string): string {
+  return createHmac('sha256', key).update(message).digest('base64url');
+}
+
+/** Signature carried in the link's `sig`: HMAC over `<id>.<exp>`. */
+export function linkSignature(key: string, id: string, exp: number): string {
+  return hmacBase64Url(key, `${id}.${exp}`);
+}
+
+/**
+ * The page's anti-forgery token. Only a page we rendered holds it, so a scanner that follows
+ * the link cannot decide, and a form posted from elsewhere cannot either. The `decide.` prefix
+ * keeps it from ever equalling a link signature.
+ */
+export function csrfToken(key: string, id: string, exp: number): string {
+  return hmacBase64Url(key, `decide.${id}.${exp}`);
+}
+
+/** Constant-time string comparison (lengths are not secret: both are fixed-size HMACs). */
+export function safeEqual(a: string, b: string): boolean {
+  const left = Buffer.from(a, 'utf8');
+  const right = Buffer.from(b, 'utf8');
+  return left.length === right.length && timingSafeEqual(left, right);
+}
+
+export function approvalLink(baseUrl: string, key: string, id: string, exp: number): string {
+  const base = baseUrl.replace(/\/+$/, '');
+  return `${base}/approvals/${id}?exp=${exp}&sig=${linkSignature(key, id, exp)}`;
+}
+
+export type LinkCheck =
+  | { ok: true; id: string; exp: number; sig: string }
+  | { ok: false; reason: 'forged' | 'expired' };
+
+/**
+ * Checks a link's parts as they arrive from the query string. The signature is checked before
+ * the expiry, so a forged link learns nothing, not even whether its id exists.
+ */
+export function checkLink(input: {
+  key: string;
+  id: string | undefined;
+  exp: string | undefined;
+  sig: string | undefined;
+  nowSeconds: number;
+}): LinkCheck {
+  const { key, id, exp, sig, nowSeconds } = input;
+  if (!id || !APPROVAL_ID_PATTERN.test(id) || !exp || !/^\d{1,12}$/.test(exp) || !sig) {
+    return { ok: false, reason: 'forged' };
+  }
+  const expSeconds = Number(exp);
+  if (!safeEqual(sig, linkSignature(key, id, expSeconds))) return { ok: false, reason: 'forged' };
+  if (nowSeconds >= expSeconds) return { ok: false, reason: 'expired' };
+  return { ok: true, id, exp: expSeconds, sig };
+}
+
+// ---------------------------------------------------------------------------------------
+// The HTTP request (API Gateway HTTP API, payload format 2.0)
+
+const approvalHttpEventSchema = z.object({
+  requestContext: z.object({
+    http: z.object({ method: z.string(), sourceIp: z.string().default(''), userAgent: z.string().default('') }),
+  }),
+  pathParameters: z.record(z.string(), z.string().optional()).nullish(),
+  queryStringParameters: z.record(z.string(), z.string().optional()).nullish(),
+  body: z.string().nullish(),
+  isBase64Encoded: z.boolean().default(false),
+});
+
+export interface ApprovalHttpRequest {
+  method: string;
+  id: string | undefined;
+  exp: string | undefined;
+  sig: string | undefined;
+  body: string | undefined;
+  isBase64Encoded: boolean;
+  /** There is no sign-in: the network address and browser are all we know of the person. */
+  decidedBy: DecidedBy;
+}
+
+export function parseApprovalHttpEvent(event: unknown): ApprovalHttpRequest {
+  const result = approvalHttpEventSchema.safeParse(event);
+  if (!result.success) throw configErrorFromZod(result.error, event, 'HTTP event');
+  const { requestContext, pathParameters, queryStringParameters, body, isBase64Encoded } = result.data;
+  return {
+    method: requestContext.http.method.toUpperCase(),
+    id: pathParameters?.id,
+    exp: queryStringParameters?.exp,
+    sig: queryStringParameters?.sig,
+    body: body ?? undefined,
+    isBase64Encoded,
+    decidedBy: { sourceIp: requestContext.http.sourceIp, userAgent: requestContext.http.userAgent },
+  };
+}
+
+// ---------------------------------------------------------------------------------------
+// The stored item
+
+/** What the person is asked to approve, hashed so a later reader can tell it was not altered. */
+export function approvalDigest(subject: { pipeline: string; title: string; details: Record<string, DetailValue> }): string {
+  return sha256Hex(canonicalJson({ pipeline: subject.pipeline, title: subject.title, details: subject.details }));
+}
+
+export const decidedBySchema = z.object({ sourceIp: z.string(), userAgent: z.string() });
+export type DecidedBy = z.infer<typeof decidedBySchema>;
+
+export const approvalItemSchema = z.object({
+  pk: z.string(),
+  sk: z.string(),
+  token: z.string().min(1),
+  executionId: z.string(),
+  pipeline: z.string(),
+  title: z.string(),
+  details: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])),
+  digest: z.string(),
+  state: z.enum(['PENDING', 'APPROVED', 'REJECTED', 'EXPIRED']),
+  createdAt: z.string(),
+  expiresAtIso: z.string(),
+  expiresAt: z.number(),
+  recipients: z.array(z.string()),
+  decidedAt: z.string().optional(),
+  decidedBy: decidedBySchema.optional(),
+  comment: z.string().optional(),
+});
+export type ApprovalItem = z.infer<typeof approvalItemSchema>;
+/** Everything a page may show: the item without its token. */
+export type ApprovalView = Omit<ApprovalItem, 'token' | 'pk' | 'sk'> & { id: string };
+
+export function toApprovalView(id: string, item: ApprovalItem): ApprovalView {
+  const { token: _token, pk: _pk, sk: _sk, ...rest } = item;
+  return { id, ...rest };
+}
+
+/** Reads an item from GetItem; a malformed one is an error naming the field, without values. */
+export function parseApprovalItem(item: unknown): ApprovalItem {
+  const result = approvalItemSchema.safeParse(item);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0]!;
+  throw new ConfigError(`approval item.${issue.path.join('.')}`, '(not shown)', issue.message);
+}
+
+/** Builds the item for a new request; `exp` (epoch seconds) is the link's expiry. */
+export function newApprovalItem(
+  request: ApprovalRequest,
+  id: string,
+  now: Date,
+  recipients: string[],
+): { item: ApprovalItem; exp: number } {
+  const exp = Math.floor(now.getTime() / 1000) + request.timeoutSeconds;
+  const item: ApprovalItem = {
+    ...approvalKey(id),
+    token: request.taskToken,
+    executionId: request.executionId,
+    pipeline: request.pipeline,
+    title: request.title,
+    details: request.details,
+    digest: approvalDigest(request),
+    state: 'PENDING',
+    createdAt: now.toISOString(),
+    expiresAtIso: new Date(exp * 1000).toISOString(),
+    expiresAt: exp + RETAIN_AFTER_EXPIRY_SECONDS,
+    recipients,
+  };
+  return { item, exp };
+}
+
+/** The request's own recipients, else the configured approver; one of them must exist. */
+export function resolveRecipients(requested: string[] | undefined, fallback: string | undefined): string[] {
+  if (requested && requested.length > 0) return requested;
+  if (fallback) return [fallback];
+  throw new ConfigError('recipients', requested, 'no recipients in the request and APPROVER_EMAIL is not set');
+}
+
+// ---------------------------------------------------------------------------------------
+// The email
+
+export interface ApprovalEmail {
+  from: string;
+  to: string[];
+  subject: string;
+  text: string;
+  html: string;
+}
+
+/** A raw MIME message for SES v2's `Content.Raw.Data`. */
+export async function composeMime(email: ApprovalEmail): Promise<Buffer> {
+  const composer = new MailComposer({
+    from: email.from,
+    to: email.to,
+    subject: email.subject,
+    // MIME lines end in CRLF; the text is written with LF.
+    text: email.text.replace(/\r?\n/g, '\r\n'),
+    html: email.html.replace(/\r?\n/g, '\r\n'),
+    // Fixed so that readers of the .eml files (the local outbox, tests) know how to decode it.
+    textEncoding: 'quoted-printable',
+  });
+  return composer.compile().build();
+}
+
+// ---------------------------------------------------------------------------------------
+// The decision
+
+export const decisionFormSchema = z.object({
+  decision: z.enum(['approve', 'reject']),
+  csrf: z.string().min(1),
+  comment: z
+    .string()
+    .max(MAX_COMMENT_CHARS)
+    .optional()
+    .transform((value) => (value?.trim() ? value.trim() : undefined)),
+});
+export type DecisionForm = z.infer<typeof decisionFormSchema>;
+
+/** Parses the POSTed form (API Gateway may hand it over base64-encoded). */
+export function parseDecisionForm(body: string | undefined, isBase64Encoded: boolean): DecisionForm {
+  const text = isBase64Encoded ? Buffer.from(body ?? '', 'base64').toString('utf8') : (body ?? '');
+  const fields = Object.fromEntries(new URLSearchParams(text));
+  const result = decisionFormSchema.safeParse(fields);
+  if (result.success) return result.data;
+  throw configErrorFromZod(result.error, fields, 'form');
+}
+
+export interface Decision {
+  state: 'APPROVED' | 'REJECTED';
+  decidedAt: string;
+  decidedBy: DecidedBy;
+  comment?: string;
+}
+
+export function decisionOf(form: DecisionForm, decidedBy: DecidedBy, now: Date): Decision {
+  return {
+    state: form.decision === 'approve' ? 'APPROVED' : 'REJECTED',
+    decidedAt: now.toISOString(),
+    decidedBy: { sourceIp: decidedBy.sourceIp, userAgent: decidedBy.userAgent.slice(0, 300) },
+    comment: form.comment,
+  };
+}
+
+/** The once-only transition: the condition makes a replayed or concurrent POST fail. */
+export function decisionUpdate(tableName: string, id: string, decision: Decision): UpdateCommandInput {
+  return {
+    TableName: tableName,
+    Key: approvalKey(id),
+    ConditionExpression: '#state = :pending',
+    UpdateExpression:
+      'SET #state = :state, #decidedAt = :decidedAt, #decidedBy = :decidedBy' +
+      (decision.comment === undefined ? '' : ', #comment = :comment'),
+    ExpressionAttributeNames: {
+      '#state': 'state',
+      '#decidedAt': 'decidedAt',
+      '#decidedBy': 'decidedBy',
+      ...(decision.comment === undefined ? {} : { '#comment': 'comment' }),
+    },
+    ExpressionAttributeValues: {
+      ':pending': 'PENDING',
+      ':state': decision.state,
+      ':decidedAt': decision.decidedAt,
+      ':decidedBy': decision.decidedBy,
+      ...(decision.comment === undefined ? {} : { ':comment': decision.comment }),
+    },
+  };
+}
+
+/**
+ * Undoes this decision (and only this one) when Step Functions could not be told for a reason
+ * that a retry may fix, so the person can press the button again.
+ */
+export function revertDecisionUpdate(tableName: string, id: string, decision: Decision): UpdateCommandInput {
+  return {
+    TableName: tableName,
+    Key: approvalKey(id),
+    ConditionExpression: '#state = :state AND #decidedAt = :decidedAt',
+    UpdateExpression: 'SET #state = :pending REMOVE #decidedAt, #decidedBy, #comment',
+    ExpressionAttributeNames: {
+      '#state': 'state',
+      '#decidedAt': 'decidedAt',
+      '#decidedBy': 'decidedBy',
+      '#comment': 'comment',
+    },
+    ExpressionAttributeValues: { ':pending': 'PENDING', ':state': decision.state, ':decidedAt': decision.decidedAt },
+  };
+}
+
+export type TaskResult =
+  | { kind: 'success'; input: SendTaskSuccessCommandInput }
+  | { kind: 'failure'; input: SendTaskFailureCommandInput };
+
+/** What Step Functions hears: the task's output on approval, ApprovalRejected otherwise. */
+export function taskResultFor(token: string, id: string, decision: Decision): TaskResult {
+  const summary = { approvalId: id, decidedAt: decision.decidedAt, comment: decision.comment ?? null };
+  if (decision.state === 'APPROVED') {
+    return { kind: 'success', input: { taskToken: token, output: JSON.stringify({ approved: true, ...summary }) } };
+  }
+  return {
+    kind: 'failure',
+    input: { taskToken: token, error: APPROVAL_REJECTED, cause: JSON.stringify({ approved: false, ...summary }) },
+  };
+}
+
+/** SendTask* errors meaning the run stopped waiting (timed out, stopped, or long gone). */
+export const NO_LONGER_WAITING_ERRORS: readonly string[] = ['TaskTimedOut', 'InvalidToken', 'TaskDoesNotExist'];
+
+// ---------------------------------------------------------------------------------------
+// Small helpers
+
+/** Checks the signing secret without ever putting its value in a message. */
+export function signingKeyFromSecret(secretString: string | undefined): string {
+  if (secretString === undefined || secretString.length < 16) {
+    throw new ConfigError(
+      'SecretString',
+      secretString === undefined ? undefined : `${secretString.length} characters`,
+      'the signing secret must be a string of at least 16 characters',
+    );
+  }
+  return secretString;
+}
+
+/** Caches a value for the life of the container; a failed load is retried on the next call. */
+export function memoizeAsync<T>(load: () => Promise<T>): () => Promise<T> {
+  let cached: Promise<T> | undefined;
+  return () => {
+    cached ??= load().catch((error: unknown) => {
+      cached = undefined;
+      throw error;
+    });
+    return cached;
+  };
+}
+
+/** Like parseOrThrow in schema.ts, but a bad task token is named and never shown. */
+function configErrorFromZod(error: z.ZodError, input: unknown, what: string): ConfigError {
+  const issue = error.issues[0]!;
+  const path = issue.path.map(String);
+  const value = path[0] === 'taskToken' ? '(not shown)' : valueAt(input, path);
+  return new ConfigError(`${what}.${path.join('.') || '(root)'}`, value, issue.message);
+}
+

@@ -1,0 +1,192 @@
+/**
+ * The artifact index: immutable, numbered versions of named artifacts, with lineage (which
+ * artifact versions and which execution made each one). Versions come from an atomic counter
+ * and a conditional put, so a version is never overwritten (and no transaction is needed).
+ */
+import { CopyObjectCommand, GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import { dynamoClient, s3Client } from './clients/aws.ts';
+import { ArtifactVersionExists, NotFoundError } from './errors.ts';
+import { parseOrThrow } from './schema.ts';
+import { canonicalJson, sha256Hex } from './json.ts';
+import { parseS3Uri, s3Uri, type S3Location } from './s3uri.ts';
+import { artifactCounterKey, artifactDirectoryKey, artifactVersionKey } from './table.ts';
+
+export const ARTIFACT_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
+
+export const PublishRequestSchema = z.object({
+  name: z.string().regex(ARTIFACT_NAME, 'lowercase letters, digits and "-", at most 63'),
+  pipeline: z.string().min(1),
+  executionId: z.string().min(1),
+  files: z
+    .array(z.object({ uri: z.string().startsWith('s3://'), name: z.string().regex(/^[A-Za-z0-9._-]+$/) }))
+    .min(1),
+  metrics: z.record(z.string(), z.union([z.number(), z.string(), z.boolean()])).default({}),
+  lineage: z.array(z.object({ name: z.string().regex(ARTIFACT_NAME), version: z.number().int().positive() })).default([]),
+  cardUri: z.string().startsWith('s3://').optional(),
+});
+export type PublishRequest = z.input<typeof PublishRequestSchema>;
+
+export interface ArtifactVersion {
+  readonly name: string;
+  readonly version: number;
+  readonly uri: string;
+  readonly sha256: string;
+  readonly files: { name: string; uri: string; sha256: string; bytes: number }[];
+  readonly pipeline: string;
+  readonly executionId: string;
+  readonly lineage: { name: string; version: number }[];
+  readonly metrics: Record<string, number | string | boolean>;
+  readonly cardUri?: string;
+  readonly createdAt: string;
+}
+
+export interface IndexLocation {
+  readonly table: string;
+  readonly bucket: string;
+}
+
+/** Parse a publish request, naming the field and value on failure. */
+export function parsePublishRequest(input: unknown): z.output<typeof PublishRequestSchema> {
+  return parseOrThrow(PublishRequestSchema, input);
+}
+
+export async function publishArtifact(input: unknown, where: IndexLocation): Promise<ArtifactVersion> {
+  const req = parsePublishRequest(input);
+  const s3 = s3Client();
+  const ddb = dynamoClient();
+  // Lineage must point at versions that exist: a dangling reference would lose provenance.
+  for (const parent of req.lineage) await getArtifactVersion(where, parent.name, parent.version);
+
+  const hashed = [];
+  for (const file of req.files) {
+    const source = parseS3Uri(file.uri, `files.${file.name}.uri`);
+    const { sha256, bytes } = await hashObject(source);
+    hashed.push({ ...file, source, sha256, bytes });
+  }
+  const counter = await ddb.send(
+    new UpdateCommand({
+      TableName: where.table,
+      Key: artifactCounterKey(req.name),
+      UpdateExpression: 'ADD lastVersion :one',
+      ExpressionAttributeValues: { ':one': 1 },
+      ReturnValues: 'UPDATED_NEW',
+    }),
+  );
+  const version = Number(counter.Attributes?.lastVersion);
+  const prefix = `artifacts/${req.name}/${String(version).padStart(12, '0')}/`;
+  const files = [];
+  for (const file of hashed) {
+    const key = `${prefix}${file.name}`;
+    await s3.send(
+      new CopyObjectCommand({ Bucket: where.bucket, Key: key, CopySource: `${file.source.Bucket}/${encodeURI(file.source.Key)}` }),
+    );
+    files.push({ name: file.name, uri: s3Uri({ Bucket: where.bucket, Key: key }), sha256: file.sha256, bytes: file.bytes });
+  }
+  const sha256 = sha256Hex(canonicalJson(files.map(({ name, sha256: h }) => ({ name, sha256: h }))));
+  const artifact: ArtifactVersion = {
+    name: req.name,
+    version,
+    uri: s3Uri({ Bucket: where.bucket, Key: prefix }),
+    sha256,
+    files,
+    pipeline: req.pipeline,
+    executionId: req.executionId,
+    lineage: req.lineage,
+    metrics: req.metrics,
+    cardUri: req.cardUri,
+    createdAt: new Date().toISOString(),
+  };
+  await s3.send(
+    new PutObjectCommand({
+      Bucket: where.bucket,
+      Key: `${prefix}manifest.json`,
+      Body: JSON.stringify(artifact, null, 2),
+      ContentType: 'application/json',
+    }),
+  );
+  try {
+    await ddb.send(
+      new PutCommand({
+        TableName: where.table,
+        Item: { ...artifactVersionKey(req.name, version), ...artifact },
+        ConditionExpression: 'attribute_not_exists(pk)',
+      }),
+    );
+  } catch (error) {
+    if ((error as Error).name === 'ConditionalCheckFailedException') {
+      throw new ArtifactVersionExists(`artifact ${req.name} version ${version} already exists; versions are never overwritten`);
+    }
+    throw error;
+  }
+  await ddb.send(
+    new PutCommand({
+      TableName: where.table,
+      Item: { ...artifactDirectoryKey(req.name), name: req.name, latestVersion: version, updatedAt: artifact.createdAt },
+    }),
+  );
+  return artifact;
+}
+
+export async function listArtifactNames(where: IndexLocation): Promise<{ name: string; latestVersion: number; updatedAt: string }[]> {
+  const out = await dynamoClient().send(
+    new QueryCommand({ TableName: where.table, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': 'ARTIFACTS' } }),
+  );
+  return (out.Items ?? []).map((i) => ({ name: i.name, latestVersion: i.latestVersion, updatedAt: i.updatedAt }));
+}
+
+export async function listArtifactVersions(where: IndexLocation, name: string): Promise<ArtifactVersion[]> {
+  const out = await dynamoClient().send(
+    new QueryCommand({
+      TableName: where.table,
+      KeyConditionExpression: 'pk = :pk AND begins_with(sk, :v)',
+      ExpressionAttributeValues: { ':pk': `ARTIFACT#${name}`, ':v': 'V#' },
+      ScanIndexForward: false,
+    }),
+  );
+  return (out.Items ?? []).map(stripKeys);
+}
+
+/** One version; `latest` when version is omitted. */
+export async function getArtifactVersion(where: IndexLocation, name: string, version?: number): Promise<ArtifactVersion> {
+  if (version === undefined) {
+    const [latest] = await listArtifactVersions(where, name);
+    if (!latest) throw new NotFoundError(`artifact "${name}" has no versions`);
+    return latest;
+  }
+  const out = await dynamoClient().send(new GetCommand({ TableName: where.table, Key: artifactVersionKey(name, version) }));
+  if (!out.Item) throw new NotFoundError(`artifact "${name}" has no version ${version}`);
+  return stripKeys(out.Item);
+}
+
+/** The lineage tree of a version: its parents, their parents, and so on. */
+export interface LineageNode {
+  readonly name: string;
+  readonly version: number;
+  readonly executionId: string;
+  readonly parents: LineageNode[];
+}
+
+export async function lineageOf(where: IndexLocation, name: string, version: number, depth = 8): Promise<LineageNode> {
+  const artifact = await getArtifactVersion(where, name, version);
+  const parents = depth <= 0 ? [] : await Promise.all(artifact.lineage.map((p) => lineageOf(where, p.name, p.version, depth - 1)));
+  return { name, version, executionId: artifact.executionId, parents };
+}
+
+async function hashObject(location: S3Location): Promise<{ sha256: string; bytes: number }> {
+  const out = await s3Client().send(new GetObjectCommand(location));
+  const hash = createHash('sha256');
+  let bytes = 0;
+  for await (const chunk of out.Body as AsyncIterable<Uint8Array>) {
+    hash.update(chunk);
+    bytes += chunk.length;
+  }
+  return { sha256: hash.digest('hex'), bytes };
+}
+
+function stripKeys(item: Record<string, unknown>): ArtifactVersion {
+  const { pk: _pk, sk: _sk, ...rest } = item;
+  return rest as unknown as ArtifactVersion;
+}

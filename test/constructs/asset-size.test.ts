@@ -1,0 +1,85 @@
+/**
+ * Every Lambda bundle stays under Lambda's 250 MB unzipped limit. Synthesizes the stacks with
+ * real esbuild bundling into a temporary cloud assembly, finds each function's asset
+ * directory through the template's `aws:asset:path` metadata, and sums its files.
+ *
+ * To cover a new stack, add an entry to STACKS.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { App, type Stack } from 'aws-cdk-lib';
+import * as cxapi from 'aws-cdk-lib/cx-api';
+import type { CloudAssembly } from 'aws-cdk-lib/cx-api';
+import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
+import { PlatformStack, type PlatformResources } from '#infra/platform-stack.ts';
+
+/** Lambda's limit on a function's unzipped code, in bytes. */
+const LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024;
+
+/** The stacks whose bundles are measured. The platform stack is always built first. */
+const STACKS: { readonly id: string; readonly build: (app: App, platform: PlatformResources) => Stack }[] = [
+  // Pipeline stacks, e.g. { id: 'Elo', build: (app, platform) => new EloStack(app, 'Elo', { platform }) },
+];
+
+const CDK_CONTEXT = (JSON.parse(readFileSync(join(REPO_ROOT, 'cdk.json'), 'utf8')) as { context: Record<string, unknown> })
+  .context;
+
+function directorySize(dir: string): number {
+  let total = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) total += directorySize(path);
+    else total += statSync(path).size;
+  }
+  return total;
+}
+
+type TemplateResource = { Type: string; Metadata?: Record<string, unknown> };
+
+describe('Lambda bundle sizes', () => {
+  let outdir: string;
+  let assembly: CloudAssembly;
+  const stackIds = ['Platform', ...STACKS.map((s) => s.id)];
+
+  before(() => {
+    outdir = mkdtempSync(join(tmpdir(), 'asset-size-'));
+    const app = new App({
+      outdir,
+      builtinCloudFormationValidation: false,
+      // Bundling runs for every stack (no aws:cdk:bundling-stacks override); asset metadata
+      // is on so that each function names its asset directory, as under the CDK CLI.
+      context: { ...CDK_CONTEXT, [cxapi.ASSET_RESOURCE_METADATA_ENABLED_CONTEXT]: true },
+    });
+    const platform = new PlatformStack(app, 'Platform');
+    for (const { build } of STACKS) build(app, platform.resources);
+    assembly = app.synth();
+  });
+
+  after(() => {
+    if (outdir) rmSync(outdir, { recursive: true, force: true });
+  });
+
+  for (const stackId of stackIds) {
+    it(`keeps every function of ${stackId} under 250 MB unzipped`, (t) => {
+      const template = assembly.getStackByName(stackId).template as { Resources: Record<string, TemplateResource> };
+      const functions = Object.entries(template.Resources).filter(([, r]) => r.Type === 'AWS::Lambda::Function');
+      let measured = 0;
+      for (const [logicalId, resource] of functions) {
+        const assetPath = resource.Metadata?.[cxapi.ASSET_RESOURCE_METADATA_PATH_KEY];
+        if (typeof assetPath !== 'string') continue; // inline code (CDK's own custom-resource handlers)
+        const bytes = directorySize(join(outdir, assetPath));
+        t.diagnostic(`${stackId}/${logicalId}: ${(bytes / 1024 / 1024).toFixed(2)} MB unzipped (${assetPath})`);
+        assert.ok(bytes > 0, `${logicalId}: empty asset directory ${assetPath}`);
+        assert.ok(
+          bytes < LAMBDA_UNZIPPED_LIMIT,
+          `${logicalId}: ${(bytes / 1024 / 1024).toFixed(1)} MB unzipped exceeds Lambda's 250 MB limit`,
+        );
+        measured++;
+      }
+      assert.ok(measured > 0 || functions.length === 0, `${stackId}: no function carried aws:asset:path metadata`);
+    });
+  }
+});

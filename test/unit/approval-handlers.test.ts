@@ -1,0 +1,409 @@
+import { after, before, beforeEach, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { inspect } from 'node:util';
+import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { SendEmailCommand, SESv2Client } from '@aws-sdk/client-sesv2';
+import { SendTaskFailureCommand, SendTaskSuccessCommand, SFNClient, SFNServiceException, TaskTimedOut } from '@aws-sdk/client-sfn';
+import { DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
+import { mockClient } from 'aws-sdk-client-mock';
+import { linkSignature } from '#shared/approval.ts';
+
+// Handlers read their environment at import time.
+const SIGNING_KEY = 'test-signing-key-0123456789abcdef';
+const BASE_URL = 'https://approve.example.com';
+Object.assign(process.env, {
+  TABLE_NAME: 'frontier-table',
+  SIGNING_SECRET_ARN: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:approval-signing',
+  SENDER_EMAIL: 'gate@example.com',
+  APPROVAL_BASE_URL: BASE_URL,
+  APPROVER_EMAIL: 'owner@example.com',
+});
+
+const ddb = mockClient(DynamoDBDocumentClient);
+const sfn = mockClient(SFNClient);
+const ses = mockClient(SESv2Client);
+const secrets = mockClient(SecretsManagerClient);
+secrets.on(GetSecretValueCommand).resolves({ SecretString: SIGNING_KEY });
+
+const { handler: requestApproval } = await import('#functions/platform/approval-request/handler.ts');
+const { handler: approvalApi } = await import('#functions/platform/approval-api/handler.ts');
+
+const TASK_TOKEN = 'AQCEAAAAKgAAAAMAAAAAAAAAAbTaskTokenThatMustStaySecret+/=9f8e7d6c5b4a';
+
+const approvalEvent = {
+  taskToken: TASK_TOKEN,
+  executionId: 'arn:aws:states:us-east-1:123456789012:execution:rlhf:run-42',
+  pipeline: 'rlhf',
+  title: 'Promote <policy> "v7"',
+  details: { winRate: 0.62, note: '<script>alert("x")</script>', smoke: true },
+  timeoutSeconds: 3600,
+};
+
+/** Everything written to the console during the tests, to scan for the token. */
+const logged: string[] = [];
+const originalConsole = { ...console };
+before(() => {
+  for (const level of ['log', 'info', 'warn', 'error', 'debug'] as const) {
+    console[level] = (...args: unknown[]) => {
+      logged.push(args.map((arg) => (typeof arg === 'string' ? arg : inspect(arg, { depth: 10 }))).join(' '));
+    };
+  }
+});
+after(() => Object.assign(console, originalConsole));
+
+beforeEach(() => {
+  ddb.reset();
+  sfn.reset();
+  ses.reset();
+  ddb.on(PutCommand).resolves({});
+  ddb.on(UpdateCommand).resolves({});
+  sfn.on(SendTaskSuccessCommand).resolves({});
+  sfn.on(SendTaskFailureCommand).resolves({});
+  ses.on(SendEmailCommand).resolves({ MessageId: 'm-1' });
+});
+
+/** Undoes quoted-printable soft breaks and escapes so the message reads as sent text. */
+function decodeQuotedPrintable(mime: string): string {
+  const latin1 = mime.replace(/=\r?\n/g, '').replace(/=([0-9A-F]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+  return Buffer.from(latin1, 'latin1').toString('utf8');
+}
+
+/** The Subject header, unfolded, with its RFC 2047 encoded words decoded. */
+function subjectOf(mime: string): string {
+  const headers = mime.slice(0, mime.indexOf('\r\n\r\n')).replace(/\r\n[ \t]/g, ' ');
+  const raw = headers.match(/^Subject: (.*)$/m)![1]!;
+  return raw.replace(/=\?UTF-8\?Q\?(.*?)\?=\s*/gi, (_, text: string) => decodeQuotedPrintable(text.replaceAll('_', ' ')));
+}
+
+/** Runs the request handler and returns what it stored and sent. */
+async function requestAndCapture(event: object = approvalEvent) {
+  const result = await requestApproval(event);
+  const put = ddb.commandCalls(PutCommand).at(-1)!.args[0].input;
+  const email = ses.commandCalls(SendEmailCommand).at(-1)!.args[0].input;
+  const mime = Buffer.from(email.Content!.Raw!.Data!).toString('utf8');
+  const decoded = decodeQuotedPrintable(mime);
+  const link = decoded.match(/https:\/\/approve\.example\.com\/approvals\/[^\s"<]+/)![0].replaceAll('&amp;', '&');
+  ddb.on(GetCommand).resolves({ Item: put.Item });
+  return { result, put, email, mime, decoded, link: new URL(link), item: put.Item! };
+}
+
+function httpEvent(method: string, url: URL, body?: string, isBase64Encoded = false): APIGatewayProxyEventV2 {
+  const id = url.pathname.split('/').at(-1)!;
+  return {
+    version: '2.0',
+    routeKey: `${method} /approvals/{id}`,
+    rawPath: url.pathname,
+    rawQueryString: url.search.slice(1),
+    headers: { host: url.host, 'user-agent': 'Mozilla/5.0 (test)', ...(body ? { 'content-type': 'application/x-www-form-urlencoded' } : {}) },
+    queryStringParameters: Object.fromEntries(url.searchParams),
+    pathParameters: { id },
+    requestContext: {
+      accountId: '123456789012',
+      apiId: 'api',
+      domainName: url.host,
+      domainPrefix: 'approve',
+      http: { method, path: url.pathname, protocol: 'HTTP/1.1', sourceIp: '203.0.113.9', userAgent: 'Mozilla/5.0 (test)' },
+      requestId: 'r-1',
+      routeKey: `${method} /approvals/{id}`,
+      stage: '$default',
+      time: '01/Jan/2027:00:00:00 +0000',
+      timeEpoch: 1_798_761_600_000,
+    },
+    body,
+    isBase64Encoded,
+  };
+}
+
+const bodyOf = (response: APIGatewayProxyStructuredResultV2) => String(response.body);
+const csrfOf = (html: string) => html.match(/name="csrf" value="([^"]+)"/)![1]!;
+
+async function getPage(link: URL) {
+  const response = await approvalApi(httpEvent('GET', link));
+  return { response, html: bodyOf(response) };
+}
+
+async function post(link: URL, fields: Record<string, string>, base64 = false) {
+  const body = new URLSearchParams(fields).toString();
+  return approvalApi(httpEvent('POST', link, base64 ? Buffer.from(body).toString('base64') : body, base64));
+}
+
+function assertPageHeaders(response: APIGatewayProxyStructuredResultV2) {
+  const headers = response.headers ?? {};
+  assert.equal(headers['Content-Type'], 'text/html; charset=utf-8');
+  assert.equal(headers['Cache-Control'], 'no-store');
+  assert.equal(headers['Referrer-Policy'], 'no-referrer');
+  assert.equal(headers['X-Frame-Options'], 'DENY');
+  assert.doesNotMatch(String(headers['Content-Security-Policy']), /script-src|unsafe-inline|unsafe-eval/);
+  assert.match(String(headers['Content-Security-Policy']), /default-src 'none'/);
+}
+
+describe('approval-request handler', () => {
+  it('stores the request under a random id with a conditional put', async () => {
+    const before = Math.floor(Date.now() / 1000);
+    const { result, put, item } = await requestAndCapture();
+    assert.match(result.approvalId, /^[A-Za-z0-9_-]{22}$/);
+    assert.equal(put.TableName, 'frontier-table');
+    assert.equal(put.ConditionExpression, 'attribute_not_exists(pk)');
+    assert.equal(item.pk, `APPROVAL#${result.approvalId}`);
+    assert.equal(item.sk, 'APPROVAL');
+    assert.equal(item.token, TASK_TOKEN);
+    assert.equal(item.state, 'PENDING');
+    assert.match(item.digest, /^[0-9a-f]{64}$/);
+    assert.deepEqual(item.recipients, ['owner@example.com']);
+    const exp = Math.floor(Date.parse(item.expiresAtIso) / 1000);
+    assert.ok(exp >= before + 3600 && exp <= before + 3601);
+    assert.equal(item.expiresAt, exp + 30 * 86400);
+  });
+
+  it('emails a signed link to the approver through SES', async () => {
+    const { result, email, mime, decoded, link, item } = await requestAndCapture();
+    assert.equal(email.FromEmailAddress, 'gate@example.com');
+    assert.deepEqual(email.Destination?.ToAddresses, ['owner@example.com']);
+    assert.equal(subjectOf(mime), 'Approval needed: Promote <policy> "v7"');
+    assert.match(mime, /^To: owner@example\.com\r$/m);
+    assert.equal(link.origin + link.pathname, `${BASE_URL}/approvals/${result.approvalId}`);
+    const exp = Math.floor(Date.parse(item.expiresAtIso) / 1000);
+    assert.equal(link.searchParams.get('exp'), String(exp));
+    assert.equal(link.searchParams.get('sig'), linkSignature(SIGNING_KEY, result.approvalId, exp));
+    assert.ok(decoded.includes('note: <script>alert("x")</script>'), 'text part lists the details');
+    assert.ok(decoded.includes('&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;'), 'html part escapes them');
+  });
+
+  it('sends to the recipients the request names', async () => {
+    const { email, item } = await requestAndCapture({ ...approvalEvent, recipients: ['a@example.com', 'b@example.com'] });
+    assert.deepEqual(email.Destination?.ToAddresses, ['a@example.com', 'b@example.com']);
+    assert.deepEqual(item.recipients, ['a@example.com', 'b@example.com']);
+  });
+
+  it('never puts the task token in the link, the email or the logs', async () => {
+    const { link, mime, decoded, email } = await requestAndCapture();
+    const page = await getPage(link);
+    await post(link, { decision: 'approve', csrf: csrfOf(page.html) });
+    const fragments = [TASK_TOKEN, TASK_TOKEN.slice(0, 24), TASK_TOKEN.slice(-24)];
+    const emailInput = JSON.stringify({ ...email, Content: undefined });
+    for (const fragment of fragments) {
+      for (const [where, text] of Object.entries({ link: link.href, mime, decoded, emailInput, page: page.html, logs: logged.join('\n') })) {
+        assert.ok(!text.includes(fragment), `token fragment found in ${where}`);
+      }
+    }
+    assert.ok(logged.some((line) => line.includes('approval requested')), 'the handler logs something to scan');
+  });
+
+  it('rejects a malformed request naming the field, before storing anything', async () => {
+    await assert.rejects(requestApproval({ ...approvalEvent, timeoutSeconds: 'soon' }), /approval request\.timeoutSeconds/);
+    assert.equal(ddb.commandCalls(PutCommand).length, 0);
+    assert.equal(ses.commandCalls(SendEmailCommand).length, 0);
+  });
+
+  it('fetches the signing secret once per container', async () => {
+    const warm = await requestAndCapture();
+    await getPage(warm.link);
+    const loads = secrets.commandCalls(GetSecretValueCommand).length;
+    assert.equal(secrets.commandCalls(GetSecretValueCommand)[0]!.args[0].input.SecretId, process.env.SIGNING_SECRET_ARN);
+    const { link } = await requestAndCapture();
+    await getPage(link);
+    await requestAndCapture();
+    assert.equal(secrets.commandCalls(GetSecretValueCommand).length, loads);
+  });
+});
+
+describe('approval-api GET', () => {
+  it('shows what is to be approved, escaped, with two buttons and decides nothing', async () => {
+    const { link, result } = await requestAndCapture();
+    const { response, html } = await getPage(link);
+    assert.equal(response.statusCode, 200);
+    assertPageHeaders(response);
+    assert.ok(html.includes('Promote &lt;policy&gt; &quot;v7&quot;'));
+    assert.ok(html.includes('&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;'));
+    assert.ok(!html.includes('<script'));
+    assert.ok(html.includes('rlhf'));
+    assert.match(html, /id="state">PENDING</);
+    assert.match(html, /<button id="approve"/);
+    assert.match(html, /<button id="reject"/);
+    assert.match(html, /<form method="post" action="[^"]*\?exp=\d+&amp;sig=[^"]+"/);
+    const action = html.match(/action="([^"]+)"/)![1]!.replaceAll('&amp;', '&');
+    assert.equal(new URL(action, link).href, link.href, 'the form posts back to the same URL');
+    assert.equal(csrfOf(html).length, 43);
+    const get = ddb.commandCalls(GetCommand)[0]!.args[0].input;
+    assert.deepEqual(get.Key, { pk: `APPROVAL#${result.approvalId}`, sk: 'APPROVAL' });
+    assert.equal(get.ConsistentRead, true);
+    assert.equal(ddb.commandCalls(UpdateCommand).length, 0);
+    assert.equal(sfn.calls().length, 0);
+  });
+
+  it('shows who decided, when and what, without buttons, once decided', async () => {
+    const { link, item } = await requestAndCapture();
+    ddb.on(GetCommand).resolves({
+      Item: { ...item, state: 'APPROVED', decidedAt: '2027-01-01T10:00:00.000Z', decidedBy: { sourceIp: '198.51.100.4', userAgent: 'Firefox' }, comment: 'looks <fine>' },
+    });
+    const { response, html } = await getPage(link);
+    assert.equal(response.statusCode, 200);
+    assert.match(html, /id="state">APPROVED</);
+    assert.match(html, /Approved at 2027-01-01T10:00:00\.000Z from 198\.51\.100\.4 \(Firefox\)/);
+    assert.ok(html.includes('looks &lt;fine&gt;'));
+    assert.ok(!html.includes('id="approve"') && !html.includes('name="csrf"'));
+  });
+
+  it('answers a forged signature, a tampered id and an unknown id with 403', async () => {
+    const { link } = await requestAndCapture();
+    const forged = new URL(link);
+    forged.searchParams.set('sig', linkSignature('some-other-key-of-length', forged.pathname.split('/').at(-1)!, Number(link.searchParams.get('exp'))));
+    const tampered = new URL(link);
+    tampered.pathname = '/approvals/BBBBBBBBBBBBBBBBBBBBBB';
+    const extended = new URL(link);
+    extended.searchParams.set('exp', String(Number(link.searchParams.get('exp')) + 86400));
+    for (const bad of [forged, tampered, extended]) {
+      const { response, html } = await getPage(bad);
+      assert.equal(response.statusCode, 403, bad.href);
+      assertPageHeaders(response);
+      assert.match(html, /This link is not valid/);
+    }
+    assert.equal(ddb.commandCalls(GetCommand).length, 0, 'no lookup for a bad signature');
+
+    const unknownId = 'CCCCCCCCCCCCCCCCCCCCCC';
+    const exp = Math.floor(Date.now() / 1000) + 60;
+    ddb.on(GetCommand).resolves({});
+    const unknown = new URL(`${BASE_URL}/approvals/${unknownId}?exp=${exp}&sig=${linkSignature(SIGNING_KEY, unknownId, exp)}`);
+    const { response } = await getPage(unknown);
+    assert.equal(response.statusCode, 403);
+  });
+
+  it('answers an expired link with 410 and changes nothing', async () => {
+    const { result } = await requestAndCapture();
+    const exp = Math.floor(Date.now() / 1000) - 5;
+    const expired = new URL(`${BASE_URL}/approvals/${result.approvalId}?exp=${exp}&sig=${linkSignature(SIGNING_KEY, result.approvalId, exp)}`);
+    const { response, html } = await getPage(expired);
+    assert.equal(response.statusCode, 410);
+    assertPageHeaders(response);
+    assert.match(html, /This link has expired/);
+    const posted = await post(expired, { decision: 'approve', csrf: 'whatever' });
+    assert.equal(posted.statusCode, 410);
+    assert.equal(ddb.commandCalls(UpdateCommand).length, 0);
+    assert.equal(sfn.calls().length, 0);
+  });
+
+  it('refuses other methods with 405', async () => {
+    const { link } = await requestAndCapture();
+    const response = await approvalApi(httpEvent('DELETE', link));
+    assert.equal(response.statusCode, 405);
+  });
+});
+
+describe('approval-api POST', () => {
+  it('approves once: conditional update, then SendTaskSuccess with the stored token', async () => {
+    const { link, result } = await requestAndCapture();
+    const { html } = await getPage(link);
+    const response = await post(link, { decision: 'approve', csrf: csrfOf(html), comment: 'ship it' });
+    assert.equal(response.statusCode, 200);
+    assertPageHeaders(response);
+    assert.match(bodyOf(response), /<h1>Approved<\/h1>/);
+
+    const update = ddb.commandCalls(UpdateCommand)[0]!.args[0].input;
+    assert.deepEqual(update.Key, { pk: `APPROVAL#${result.approvalId}`, sk: 'APPROVAL' });
+    assert.equal(update.ConditionExpression, '#state = :pending');
+    assert.equal(update.ExpressionAttributeValues?.[':pending'], 'PENDING');
+    assert.equal(update.ExpressionAttributeValues?.[':state'], 'APPROVED');
+    assert.deepEqual(update.ExpressionAttributeValues?.[':decidedBy'], { sourceIp: '203.0.113.9', userAgent: 'Mozilla/5.0 (test)' });
+    assert.equal(update.ExpressionAttributeValues?.[':comment'], 'ship it');
+
+    const calls = sfn.commandCalls(SendTaskSuccessCommand);
+    assert.equal(calls.length, 1);
+    assert.equal(sfn.commandCalls(SendTaskFailureCommand).length, 0);
+    const input = calls[0]!.args[0].input;
+    assert.equal(input.taskToken, TASK_TOKEN);
+    const output = JSON.parse(input.output!);
+    assert.deepEqual(output, {
+      approved: true, approvalId: result.approvalId, decidedAt: update.ExpressionAttributeValues?.[':decidedAt'], comment: 'ship it',
+    });
+  });
+
+  it('rejects with SendTaskFailure named ApprovalRejected (base64-encoded body)', async () => {
+    const { link, result } = await requestAndCapture();
+    const { html } = await getPage(link);
+    const response = await post(link, { decision: 'reject', csrf: csrfOf(html), comment: 'win rate too low' }, true);
+    assert.equal(response.statusCode, 200);
+    assert.match(bodyOf(response), /<h1>Rejected<\/h1>/);
+    assert.equal(ddb.commandCalls(UpdateCommand)[0]!.args[0].input.ExpressionAttributeValues?.[':state'], 'REJECTED');
+    assert.equal(sfn.commandCalls(SendTaskSuccessCommand).length, 0);
+    const input = sfn.commandCalls(SendTaskFailureCommand)[0]!.args[0].input;
+    assert.equal(input.taskToken, TASK_TOKEN);
+    assert.equal(input.error, 'ApprovalRejected');
+    assert.ok(input.cause!.length < 1000);
+    assert.deepEqual(JSON.parse(input.cause!), {
+      approved: false, approvalId: result.approvalId, decidedAt: JSON.parse(input.cause!).decidedAt, comment: 'win rate too low',
+    });
+  });
+
+  it('answers a replayed POST with 409 and sends nothing', async () => {
+    const { link } = await requestAndCapture();
+    const { html } = await getPage(link);
+    ddb.on(UpdateCommand).rejects(new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} }));
+    const response = await post(link, { decision: 'approve', csrf: csrfOf(html) });
+    assert.equal(response.statusCode, 409);
+    assert.match(bodyOf(response), /already decided/);
+    assert.equal(sfn.calls().length, 0);
+  });
+
+  it('answers a POST on a decided approval with 409 without writing', async () => {
+    const { link, item } = await requestAndCapture();
+    const { html } = await getPage(link);
+    ddb.on(GetCommand).resolves({ Item: { ...item, state: 'REJECTED', decidedAt: '2027-01-01T00:00:00.000Z' } });
+    const response = await post(link, { decision: 'approve', csrf: csrfOf(html) });
+    assert.equal(response.statusCode, 409);
+    assert.equal(ddb.commandCalls(UpdateCommand).length, 0);
+    assert.equal(sfn.calls().length, 0);
+  });
+
+  it('answers a missing or wrong anti-forgery token with 403 and writes nothing', async () => {
+    const { link, result } = await requestAndCapture();
+    const exp = Number(link.searchParams.get('exp'));
+    // The link's own signature is not the form token.
+    const expected: Array<[string, number]> = [['', 400], ['x'.repeat(43), 403], [linkSignature(SIGNING_KEY, result.approvalId, exp), 403]];
+    for (const [csrf, status] of expected) {
+      const response = await post(link, { decision: 'approve', csrf });
+      assert.equal(response.statusCode, status, `csrf ${JSON.stringify(csrf)}`);
+    }
+    const wrong = await post(link, { decision: 'approve', csrf: 'x'.repeat(43) });
+    assert.equal(wrong.statusCode, 403);
+    assert.match(bodyOf(wrong), /This link is not valid/);
+    assert.equal(ddb.commandCalls(UpdateCommand).length, 0);
+    assert.equal(sfn.calls().length, 0);
+  });
+
+  it('answers a bad form with 400 naming the field', async () => {
+    const { link } = await requestAndCapture();
+    const { html } = await getPage(link);
+    const response = await post(link, { decision: 'approve', csrf: csrfOf(html), comment: 'x'.repeat(501) });
+    assert.equal(response.statusCode, 400);
+    assert.match(bodyOf(response), /form\.comment/);
+    assert.equal(ddb.commandCalls(UpdateCommand).length, 0);
+  });
+
+  it('says the run no longer waits when the task timed out, keeping the decision', async () => {
+    const { link } = await requestAndCapture();
+    const { html } = await getPage(link);
+    sfn.on(SendTaskSuccessCommand).rejects(new TaskTimedOut({ message: 'Task Timed Out', $metadata: {} }));
+    const response = await post(link, { decision: 'approve', csrf: csrfOf(html) });
+    assert.equal(response.statusCode, 409);
+    assert.match(bodyOf(response), /no longer waiting/);
+    assert.equal(ddb.commandCalls(UpdateCommand).length, 1, 'the decision stays recorded');
+  });
+
+  it('puts the approval back to PENDING when Step Functions fails for another reason', async () => {
+    const { link } = await requestAndCapture();
+    const { html } = await getPage(link);
+    sfn.on(SendTaskSuccessCommand).rejects(
+      new SFNServiceException({ name: 'ServiceUnavailable', $fault: 'server', message: 'try later', $metadata: {} }),
+    );
+    const response = await post(link, { decision: 'approve', csrf: csrfOf(html) });
+    assert.equal(response.statusCode, 503);
+    const updates = ddb.commandCalls(UpdateCommand).map((call) => call.args[0].input);
+    assert.equal(updates.length, 2);
+    const [decide, revert] = updates;
+    assert.equal(revert!.ConditionExpression, '#state = :state AND #decidedAt = :decidedAt');
+    assert.equal(revert!.ExpressionAttributeValues?.[':pending'], 'PENDING');
+    assert.equal(revert!.ExpressionAttributeValues?.[':decidedAt'], decide!.ExpressionAttributeValues?.[':decidedAt']);
+  });
+});

@@ -1,0 +1,237 @@
+/**
+ * Regression tests for patches/aws-local-stepfunctions+3.0.0.patch: one test per patched
+ * behaviour, each asserting what AWS Step Functions does. Each "engine patch" test fails on the
+ * unpatched 3.0.0 engine, so an engine upgrade that changes one of these shows up. Also here: the
+ * Promise.withResolvers polyfill (infra/local/polyfill.ts) and the error wrapping the runtime
+ * relies on.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  ExecutionError,
+  StateMachine,
+  type RunOptions,
+  type StateMachineDefinition,
+} from 'aws-local-stepfunctions';
+import { installPromiseWithResolvers } from '#infra/local/polyfill.ts';
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+const FUNCTION_ARN = 'arn:aws:lambda:us-east-1:123456789012:function:local';
+
+/**
+ * Runs a definition through the engine with its own validation on. `checkPaths: false` is for
+ * literals holding `\\`: asl-path-validator 0.16 rejects that escape (its grammar's escaped
+ * character class is `[^\\n]`, meant as "not a newline"), although the States Language defines
+ * `\\` as a backslash.
+ */
+async function run(
+  definition: object,
+  input: Json,
+  options?: RunOptions,
+  checkPaths = true,
+): Promise<unknown> {
+  const machine = new StateMachine(definition as StateMachineDefinition, {
+    validationOptions: { checkArn: true, checkPaths },
+  });
+  return machine.run(input, options).result;
+}
+
+/** A one-state machine whose only state is a Pass with these fields. */
+function singlePass(fields: Record<string, unknown>): object {
+  return { StartAt: 'Only', States: { Only: { Type: 'Pass', ...fields, End: true } } };
+}
+
+/** Evaluates one intrinsic-function expression against `input` and returns its value. */
+async function intrinsic(expression: string, input: Json, checkPaths = true): Promise<unknown> {
+  const definition = singlePass({ Parameters: { 'value.$': expression } });
+  const output = (await run(definition, input, undefined, checkPaths)) as { value: unknown };
+  return output.value;
+}
+
+class LocalTaskFailure extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'LocalTaskFailure';
+  }
+}
+
+describe('engine patch: Pass Result that is falsy', () => {
+  for (const result of [0, false, '', null]) {
+    it(`outputs Result ${JSON.stringify(result)} instead of passing the input through`, async () => {
+      const output = await run(singlePass({ Result: result }), { keep: 1 });
+      assert.deepEqual(output, result);
+    });
+  }
+});
+
+describe('engine patch: ResultPath "$"', () => {
+  it('replaces the state input with the result on a state', async () => {
+    const output = await run(singlePass({ Result: { fresh: true }, ResultPath: '$' }), { keep: 1 });
+    assert.deepEqual(output, { fresh: true });
+  });
+
+  it('replaces the state input with the error output on a Catch', async () => {
+    const definition = {
+      StartAt: 'Fails',
+      States: {
+        Fails: {
+          Type: 'Task',
+          Resource: FUNCTION_ARN,
+          Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$', Next: 'Handled' }],
+          End: true,
+        },
+        Handled: { Type: 'Pass', End: true },
+      },
+    };
+    const output = await run(definition, { keep: 1 }, {
+      overrides: {
+        taskResourceLocalHandlers: {
+          Fails: async () => {
+            throw new LocalTaskFailure('disk full');
+          },
+        },
+      },
+    });
+    assert.deepEqual(output, { Error: 'LocalTaskFailure', Cause: 'disk full' });
+  });
+});
+
+describe('engine patch: intrinsic functions keep backslashes and unescape literals', () => {
+  it('States.JsonToString of a string holding quotes round-trips through States.StringToJson', async () => {
+    const value = { q: 'say "hi"', path: 'C:\\tmp', line: 'a\nb' };
+    const definition = {
+      StartAt: 'ToString',
+      States: {
+        ToString: { Type: 'Pass', Parameters: { 's.$': 'States.JsonToString($.v)' }, Next: 'Back' },
+        Back: { Type: 'Pass', Parameters: { 's.$': '$.s', 'back.$': 'States.StringToJson($.s)' }, End: true },
+      },
+    };
+    const output = (await run(definition, { v: value })) as { s: string; back: unknown };
+    assert.equal(output.s, JSON.stringify(value));
+    assert.deepEqual(output.back, value);
+  });
+
+  it('States.Format keeps backslashes that come from the input', async () => {
+    assert.equal(await intrinsic("States.Format('dir={}', $.p)", { p: 'C:\\tmp\\new' }), 'dir=C:\\tmp\\new');
+  });
+
+  it("unescapes \\' and \\\\ in string literals", async () => {
+    // ASL text: States.Format('it\'s {} in C:\\data', $.x)
+    assert.equal(
+      await intrinsic(String.raw`States.Format('it\'s {} in C:\\data', $.x)`, { x: 'here' }, false),
+      "it's here in C:\\data",
+    );
+  });
+
+  it('ends a string literal at a quote that follows an escaped backslash', async () => {
+    // ASL text: States.Format('{}\\', $.x): the quote after \\ closes the literal.
+    assert.equal(await intrinsic(String.raw`States.Format('{}\\', $.x)`, { x: 'dir' }, false), 'dir\\');
+  });
+
+  it('States.Format treats \\{ and \\} as literal braces, not a placeholder', async () => {
+    // ASL text: States.Format('\{\} holds \{{}\}', $.p). The backslash in the value stays.
+    assert.equal(
+      await intrinsic(String.raw`States.Format('\{\} holds \{{}\}', $.p)`, { p: 'C:\\tmp' }),
+      '{} holds {C:\\tmp}',
+    );
+  });
+
+  it('States.Format fills a placeholder that follows an escaped backslash', async () => {
+    // ASL text: States.Format('C:\\{}', $.x): a backslash, then the placeholder.
+    assert.equal(await intrinsic(String.raw`States.Format('C:\\{}', $.x)`, { x: 'data' }, false), 'C:\\data');
+  });
+});
+
+describe('engine patch: States.Base64Encode and Base64Decode use UTF-8', () => {
+  it('encodes non-ASCII text as its UTF-8 bytes', async () => {
+    assert.equal(await intrinsic('States.Base64Encode($.s)', { s: 'ü✓' }), Buffer.from('ü✓').toString('base64'));
+  });
+
+  it('round-trips non-ASCII text', async () => {
+    const definition = {
+      StartAt: 'Encode',
+      States: {
+        Encode: { Type: 'Pass', Parameters: { 'b64.$': 'States.Base64Encode($.s)' }, Next: 'Decode' },
+        Decode: { Type: 'Pass', Parameters: { 's.$': 'States.Base64Decode($.b64)' }, End: true },
+      },
+    };
+    assert.deepEqual(await run(definition, { s: 'ü✓ naïve' }), { s: 'ü✓ naïve' });
+  });
+});
+
+describe('engine patch: $$.Execution inside a Map iteration', () => {
+  it('gives the original execution input and the caller-supplied Execution fields', async () => {
+    const definition = {
+      StartAt: 'Fan',
+      States: {
+        Fan: {
+          Type: 'Map',
+          ItemsPath: '$.items',
+          ItemProcessor: {
+            ProcessorConfig: { Mode: 'INLINE' },
+            StartAt: 'Look',
+            States: {
+              Look: {
+                Type: 'Pass',
+                Parameters: {
+                  'item.$': '$',
+                  'original.$': '$$.Execution.Input',
+                  'id.$': '$$.Execution.Id',
+                },
+                End: true,
+              },
+            },
+          },
+          End: true,
+        },
+      },
+    };
+    const input = { items: [1, 2], tag: 'run-1' };
+    const id = 'arn:aws:states:us-east-1:123456789012:execution:local:run-1';
+    const output = await run(definition, input, { context: { Execution: { Input: input, Id: id } } });
+    assert.deepEqual(output, [
+      { item: 1, original: input, id },
+      { item: 2, original: input, id },
+    ]);
+  });
+});
+
+describe('polyfill: Promise.withResolvers (missing on Node 20)', () => {
+  it('lets a Task state run where Promise.withResolvers is missing', async () => {
+    const definition = { StartAt: 'Work', States: { Work: { Type: 'Task', Resource: FUNCTION_ARN, End: true } } };
+    const options: RunOptions = { overrides: { taskResourceLocalHandlers: { Work: async () => ({ done: true }) } } };
+    const native = Object.getOwnPropertyDescriptor(Promise, 'withResolvers');
+    try {
+      // Node 22 has it natively: remove it to stand in for Node 20.
+      delete (Promise as { withResolvers?: unknown }).withResolvers;
+      await assert.rejects(run(definition, {}, options), /withResolvers is not a function/);
+      assert.equal(installPromiseWithResolvers(), true);
+      assert.deepEqual(await run(definition, {}, options), { done: true });
+      assert.equal(installPromiseWithResolvers(), false);
+    } finally {
+      if (native) Object.defineProperty(Promise, 'withResolvers', native);
+    }
+  });
+});
+
+describe('engine: errors reach the caller as ExecutionError', () => {
+  // Not a patch: pins the wrapper the tests above and the runtime rely on.
+  it('wraps a failed Task error in ExecutionError with the error as cause', async () => {
+    const definition = { StartAt: 'Fails', States: { Fails: { Type: 'Task', Resource: FUNCTION_ARN, End: true } } };
+    const failing = run(definition, {}, {
+      overrides: {
+        taskResourceLocalHandlers: {
+          Fails: async () => {
+            throw new LocalTaskFailure('no');
+          },
+        },
+      },
+    });
+    await assert.rejects(failing, (error: unknown) => {
+      assert.ok(error instanceof ExecutionError);
+      assert.equal((error.cause as Error).name, 'LocalTaskFailure');
+      return true;
+    });
+  });
+});
