@@ -37,3 +37,12 @@ export function writeEml(outboxDir: string, body: Record<string, unknown>): stri
   writeFileSync(file, mime);
   return file;
 }
+
+/** The approval links in an .eml file (quoted-printable decoded). */
+export function linksInEml(mime: string): string[] {
+  const decoded = Buffer.from(
+    mime.replace(/=\r?\n/g, '').replace(/=([0-9A-F]{2})/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16))),
+    'latin1',
+  ).toString('utf8');
+  return [...new Set(decoded.match(/https?:\/\/[^\s"'<>]+\/approvals\/[^\s"'<>]+/g) ?? [])].map((l) => l.replace(/&amp;/g, '&'));
+}

@@ -18,8 +18,9 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
-import { META } from '#pipelines/steps/function.ts';
+import { BatchJob } from '#pipelines/steps/batch-job.ts';
+import { REPO_ROOT, type CodeVersion } from '#pipelines/steps/code-version.ts';
+import { META, PipelineFunction } from '#pipelines/steps/function.ts';
 import { PIPELINE_META } from '#pipelines/steps/pipeline.ts';
 import { UnknownPipelineError, UnsupportedLocally } from '#shared/errors.ts';
 import { jsonByteLength } from '#shared/json.ts';
@@ -70,6 +71,11 @@ export interface ExecutionRecord {
   stats: { statesEntered: number; lambdaInvocations: number; batchJobs: number; mapItemsDone: number; mapItemsFailed: number };
 }
 
+export interface LocalResources {
+  tables: string[];
+  buckets: string[];
+}
+
 export interface RuntimeEvents {
   stateEntered: { executionArn: string; state: string };
   mapItem: { executionArn: string; state: string; index: number; ok: boolean };
@@ -81,6 +87,7 @@ export interface RuntimeEvents {
 interface LocalMachine {
   readonly pipeline: string;
   readonly arn: string;
+  readonly asl: StateMachineDefinition;
   readonly engine: StateMachine;
   readonly tasks: TaskRef[];
 }
@@ -122,6 +129,8 @@ export class LocalRuntime extends EventEmitter {
   private batch!: BatchHost;
   private s3!: S3Client;
   private dynamodb!: DynamoDBClient;
+  /** Local names of the tables and of the buckets with EventBridge notifications (the platform's). */
+  readonly resources: LocalResources = { tables: [], buckets: [] };
   /** Base URL of the approval API on loopback. */
   approvalApiUrl = '';
   endpoints: Record<string, string> = {};
@@ -199,8 +208,9 @@ export class LocalRuntime extends EventEmitter {
     this.closers.push(() => this.batch.stop());
 
     const t1 = performance.now();
-    const stacks = synthesize();
+    const { stacks, codeVersions } = synthesize();
     const t2 = performance.now();
+    saveCodeVersions(this.dataDir, codeVersions);
     const resolver = new TemplateResolver(stacks);
 
     // The approval API: served on loopback by the handler the template routes to.
@@ -213,6 +223,7 @@ export class LocalRuntime extends EventEmitter {
     }
 
     await this.provision(resolver);
+    writeFileSync(join(this.dataDir, 'resources.json'), JSON.stringify(this.resources, null, 2));
     this.loadFunctionsAndJobs(resolver);
     this.loadRules(resolver);
     this.loadMachines(resolver);
@@ -229,6 +240,7 @@ export class LocalRuntime extends EventEmitter {
     ]) {
       const p = resource.Properties as { KeySchema: KeySchemaElement[]; AttributeDefinitions: { AttributeName: string; AttributeType: 'S' | 'N' | 'B' }[] };
       const name = resolver.refOf(stack, logicalId, resource);
+      this.resources.tables.push(name);
       try {
         await this.dynamodb.send(
           new CreateTableCommand({ TableName: name, KeySchema: p.KeySchema, AttributeDefinitions: p.AttributeDefinitions, BillingMode: 'PAY_PER_REQUEST' }),
@@ -240,7 +252,10 @@ export class LocalRuntime extends EventEmitter {
     for (const { stack, logicalId, resource } of resolver.resourcesOfType('AWS::S3::Bucket')) {
       const name = resolver.refOf(stack, logicalId, resource);
       const props = (resource.Properties ?? {}) as { NotificationConfiguration?: { EventBridgeConfiguration?: { EventBridgeEnabled?: boolean } } };
-      if (props.NotificationConfiguration?.EventBridgeConfiguration?.EventBridgeEnabled) this.eventBridgeBuckets.add(name);
+      if (props.NotificationConfiguration?.EventBridgeConfiguration?.EventBridgeEnabled) {
+        this.eventBridgeBuckets.add(name);
+        this.resources.buckets.push(name);
+      }
       try {
         await this.s3.send(new HeadBucketCommand({ Bucket: name }));
       } catch {
@@ -321,6 +336,7 @@ export class LocalRuntime extends EventEmitter {
       this.machines.set(pipeline, {
         pipeline,
         arn: resolver.refOf(stack, logicalId, resource),
+        asl: prepared.asl,
         engine: new StateMachine(prepared.asl, { validationOptions: { noValidate: true } }),
         tasks: prepared.tasks,
       });
@@ -484,6 +500,25 @@ export class LocalRuntime extends EventEmitter {
     const fn = this.functions.get(nameOrArn);
     if (!fn) return Promise.reject(new TaskError('Lambda.ResourceNotFoundException', `Function not found: ${nameOrArn}`));
     return this.lambda.invoke(fn, event);
+  }
+
+  /** The cached steps of a pipeline and the code version each is keyed with today. */
+  cachedSteps(pipeline: string): { step: string; codeVersion: string }[] {
+    const machine = this.machines.get(pipeline);
+    if (!machine) throw new UnknownPipelineError(pipeline, this.pipelines());
+    const found: { step: string; codeVersion: string }[] = [];
+    const walk = (states: Record<string, unknown>) => {
+      for (const [name, state] of Object.entries(states)) {
+        const st = state as { Parameters?: { Item?: { codeVersion?: { S?: string } } }; ItemProcessor?: { States: Record<string, unknown> }; Iterator?: { States: Record<string, unknown> }; Branches?: { States: Record<string, unknown> }[] };
+        const m = /^(.+): Cache store$/.exec(name);
+        if (m && st.Parameters?.Item?.codeVersion?.S) found.push({ step: m[1]!, codeVersion: st.Parameters.Item.codeVersion.S });
+        if (st.ItemProcessor) walk(st.ItemProcessor.States);
+        if (st.Iterator) walk(st.Iterator.States);
+        for (const b of st.Branches ?? []) walk(b.States);
+      }
+    };
+    walk(machine.asl.States as Record<string, unknown>);
+    return found;
   }
 
   /** Lambda invocations and Batch jobs since the runtime started. */
@@ -668,7 +703,7 @@ export function listExecutionRecords(dataDir = join(REPO_ROOT, '.local')): Execu
 }
 
 /** Synthesizes the app in-process, bundling skipped (handlers run from source). */
-export function synthesize(): SynthStack[] {
+export function synthesize(): { stacks: SynthStack[]; codeVersions: CodeVersion[] } {
   const outdir = mkdtempSync(join(tmpdir(), 'frontier-synth-'));
   try {
     const { app } = buildApp({
@@ -679,9 +714,26 @@ export function synthesize(): SynthStack[] {
       env: { account: LOCAL_ACCOUNT, region: LOCAL_REGION },
     });
     const assembly = app.synth();
-    return assembly.stacks.map((s) => ({ stackName: s.stackName, template: s.template }));
+    const codeVersions = app.node
+      .findAll()
+      .filter((c): c is PipelineFunction | BatchJob => c instanceof PipelineFunction || c instanceof BatchJob)
+      .map((c) => c.codeVersion);
+    return { stacks: assembly.stacks.map((s) => ({ stackName: s.stackName, template: s.template })), codeVersions };
   } finally {
     rmSync(outdir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Keeps the components of every code version synthesized here, so `cache explain` can name
+ * the files that changed between the version a cache entry was made with and today's.
+ */
+function saveCodeVersions(dataDir: string, versions: CodeVersion[]): void {
+  const dir = join(dataDir, 'code-versions');
+  mkdirSync(dir, { recursive: true });
+  for (const v of versions) {
+    const file = join(dir, `${v.hash}.json`);
+    if (!existsSync(file)) writeFileSync(file, JSON.stringify(v.components, null, 1));
   }
 }
 

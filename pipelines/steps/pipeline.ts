@@ -2,13 +2,15 @@
  * PipelineStateMachine: a Standard workflow with logging and tracing, whose definition is
  * the pipeline's chain. The embedded runtime finds it in the template by its metadata.
  */
-import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { CfnOutput, Duration, RemovalPolicy } from 'aws-cdk-lib';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import type { StepResources } from './resources.ts';
 
 export const PIPELINE_META = 'frontier:pipeline';
+/** The stack output the CLI reads to find a deployed pipeline's state machine. */
+export const STATE_MACHINE_OUTPUT = 'StateMachineArn';
 
 export interface PipelineStateMachineProps {
   readonly pipeline: string;
@@ -36,5 +38,7 @@ export class PipelineStateMachine extends Construct {
       logs: { destination: this.logGroup, level: sfn.LogLevel.ERROR, includeExecutionData: false },
     });
     (this.stateMachine.node.defaultChild as sfn.CfnStateMachine).addMetadata(PIPELINE_META, props.pipeline);
+    const output = new CfnOutput(this, 'Arn', { value: this.stateMachine.stateMachineArn, description: `State machine of ${props.pipeline}` });
+    output.overrideLogicalId(STATE_MACHINE_OUTPUT);
   }
 }

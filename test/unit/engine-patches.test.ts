@@ -7,6 +7,7 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import {
   ExecutionError,
   StateMachine,
@@ -194,6 +195,31 @@ describe('engine patch: $$.Execution inside a Map iteration', () => {
       { item: 1, original: input, id },
       { item: 2, original: input, id },
     ]);
+  });
+});
+
+describe('engine patch: States.Hash digests match AWS (node:crypto)', () => {
+  // The bundled SHA-256 gave one digest for every 84-character "step|<64 hex>|{json}" string,
+  // which made every cache key of a Map's items equal.
+  const version = 'a4fd216a35fd153c93c531d1b8f1517cc125520599c7d1c27f8445c9f7ee6718';
+  for (const algorithm of ['MD5', 'SHA-1', 'SHA-256', 'SHA-384', 'SHA-512'] as const) {
+    it(`${algorithm} of strings of every length from 0 to 200 equals node:crypto's`, async () => {
+      const inputs = Array.from({ length: 201 }, (_, n) => 'é'.repeat(n % 7) + 'x'.repeat(n - (n % 7)));
+      const definition = singlePass({
+        Parameters: Object.fromEntries(inputs.map((_, i) => [`h${i}.$`, `States.Hash($.s[${i}], '${algorithm}')`])),
+      });
+      const output = (await run(definition, { s: inputs })) as Record<string, string>;
+      const node = { 'MD5': 'md5', 'SHA-1': 'sha1', 'SHA-256': 'sha256', 'SHA-384': 'sha384', 'SHA-512': 'sha512' }[algorithm];
+      inputs.forEach((text, i) => assert.equal(output[`h${i}`], createHash(node).update(text, 'utf8').digest('hex'), `length ${text.length}`));
+    });
+  }
+
+  it('gives different keys for cache-key strings that differ only at the end', async () => {
+    const expression = `States.Hash(States.Format('{}|{}|{}', 'square-item', '${version}', States.JsonToString($.in)), 'SHA-256')`;
+    const one = await intrinsic(expression, { in: { x: 1 } });
+    const two = await intrinsic(expression, { in: { x: 2 } });
+    assert.notEqual(one, two);
+    assert.equal(one, createHash('sha256').update(`square-item|${version}|{"x":1}`).digest('hex'));
   });
 });
 

@@ -1,0 +1,159 @@
+#!/usr/bin/env -S node --import tsx
+/**
+ * frontier: one command line for both targets.
+ *
+ *   frontier run [pipeline] [--full] [--config FILE|JSON] [--name NAME] [--target local|aws]
+ *   frontier runs [pipeline] [--target local|aws]
+ *   frontier artifacts list [NAME] | artifacts show NAME[@VERSION]
+ *   frontier approvals list
+ *   frontier cache explain [pipeline] [STEP]
+ *   frontier pipelines
+ *   frontier reset [--yes]
+ *
+ * Local (the embedded runtime, data under .local/) is the default target.
+ */
+import { existsSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
+import { ConfigError, EmulatorStartError, PipelineError } from '#shared/errors.ts';
+import { lockDataDir } from './local/emulators.ts';
+import { openLocalData } from './local/data.ts';
+import { LocalRuntime } from './local/runtime.ts';
+import { PIPELINES } from './registry.ts';
+import { explainCache } from './cli/cache-explain.ts';
+import { pipelineNamed, resolveConfig } from './cli/config.ts';
+import { listApprovals, listArtifacts, listAwsRuns, listLocalRuns, showArtifact } from './cli/inspect.ts';
+import { processIo, type Io } from './cli/output.ts';
+import { runAws } from './cli/run-aws.ts';
+import { runLocal } from './cli/run-local.ts';
+
+const USAGE = `usage:
+  frontier run [pipeline] [--full] [--config FILE|JSON] [--name NAME] [--target local|aws] [--verbose]
+  frontier runs [pipeline] [--target local|aws]
+  frontier artifacts list [NAME]
+  frontier artifacts show NAME[@VERSION]
+  frontier approvals list
+  frontier cache explain [pipeline] [STEP]
+  frontier pipelines
+  frontier reset [--yes]
+options: --data-dir DIR (default .local), --port-base N (fixed loopback ports N..N+3)`;
+
+export async function main(argv: string[], io: Io = processIo): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        full: { type: 'boolean', default: false },
+        smoke: { type: 'boolean', default: false },
+        config: { type: 'string' },
+        name: { type: 'string' },
+        target: { type: 'string', default: 'local' },
+        verbose: { type: 'boolean', default: false },
+        'data-dir': { type: 'string' },
+        'port-base': { type: 'string' },
+        yes: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    });
+  } catch (error) {
+    io.err(`${(error as Error).message}\n${USAGE}`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  const [command, ...rest] = positionals;
+  if (values.help || !command) {
+    io.out(USAGE);
+    return command || values.help ? 0 : 2;
+  }
+  const dataDir = values['data-dir'] ?? join(REPO_ROOT, '.local');
+  try {
+    if (values.target !== 'local' && values.target !== 'aws') throw new ConfigError('--target', values.target, 'must be local or aws');
+    if (values.full && values.smoke) throw new ConfigError('--full', true, 'cannot be combined with --smoke');
+    const portBase = values['port-base'] === undefined ? undefined : Number(values['port-base']);
+    if (portBase !== undefined && (!Number.isInteger(portBase) || portBase < 1024 || portBase > 65532)) {
+      throw new ConfigError('--port-base', values['port-base'], 'must be an integer from 1024 to 65532');
+    }
+    switch (command) {
+      case 'run': {
+        const entry = pipelineNamed(rest[0]);
+        const config = resolveConfig(entry, { full: values.full, config: values.config });
+        if (values.target === 'aws') {
+          const result = await runAws(entry, config, { name: values.name }, io);
+          return result.status === 'SUCCEEDED' ? 0 : 1;
+        }
+        const record = await runLocal(entry, config, { dataDir, portBase, name: values.name, verbose: values.verbose }, io);
+        return record.status === 'SUCCEEDED' ? 0 : 1;
+      }
+      case 'runs':
+        if (values.target === 'aws') await listAwsRuns(pipelineNamed(rest[0]), io);
+        else listLocalRuns(dataDir, rest[0] === undefined ? undefined : pipelineNamed(rest[0]).name, io);
+        return 0;
+      case 'pipelines':
+        for (const p of PIPELINES) io.out(`${p.name.padEnd(16)} stack ${p.stackId.padEnd(20)} ${p.description}`);
+        return 0;
+      case 'artifacts':
+      case 'approvals': {
+        const data = await openLocalData(dataDir);
+        try {
+          const [sub, arg] = rest;
+          if (command === 'approvals') {
+            if (sub !== undefined && sub !== 'list') throw new ConfigError('approvals', sub, 'the only subcommand is list');
+            await listApprovals(data, io);
+          } else if (sub === undefined || sub === 'list') {
+            await listArtifacts(data, arg, io);
+          } else if (sub === 'show' && arg) {
+            await showArtifact(data, arg, io);
+          } else {
+            throw new ConfigError('artifacts', sub, 'use "artifacts list [NAME]" or "artifacts show NAME[@VERSION]"');
+          }
+        } finally {
+          await data.close();
+        }
+        return 0;
+      }
+      case 'cache': {
+        const [sub, pipelineName, step] = rest;
+        if (sub !== 'explain') throw new ConfigError('cache', sub, 'the only subcommand is explain');
+        const entry = pipelineNamed(pipelineName);
+        const runtime = await LocalRuntime.start({ dataDir, portBase });
+        try {
+          await explainCache(runtime, entry.name, step, io);
+        } finally {
+          await runtime.stop();
+        }
+        return 0;
+      }
+      case 'reset': {
+        if (!existsSync(dataDir)) {
+          io.out(`${dataDir} does not exist; nothing to reset`);
+          return 0;
+        }
+        if (!values.yes) throw new ConfigError('--yes', false, `reset deletes ${dataDir} (cache, artifacts, runs); pass --yes to confirm`);
+        // Refuses while a live runtime holds the directory.
+        const unlock = lockDataDir(dataDir);
+        unlock();
+        rmSync(dataDir, { recursive: true, force: true });
+        io.out(`deleted ${dataDir}`);
+        return 0;
+      }
+      default:
+        io.err(`unknown command "${command}"\n${USAGE}`);
+        return 2;
+    }
+  } catch (error) {
+    const e = error as Error;
+    if (e instanceof PipelineError || e instanceof EmulatorStartError) {
+      io.err(`error: ${e.message}`);
+      return 1;
+    }
+    io.err(`error: ${e.name}: ${e.message}`);
+    return 1;
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith('/infra/cli.ts')) {
+  process.exitCode = await main(process.argv.slice(2));
+}

@@ -1,0 +1,119 @@
+/** The CLI's read commands: runs, artifacts (with lineage), approvals. */
+import { ListExecutionsCommand, SFNClient } from '@aws-sdk/client-sfn';
+import { ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { getArtifactVersion, lineageOf, listArtifactNames, listArtifactVersions, type LineageNode } from '#shared/artifacts.ts';
+import { dynamoClient } from '#shared/clients/aws.ts';
+import { ConfigError } from '#shared/errors.ts';
+import { listExecutionRecords } from '../local/runtime.ts';
+import type { PipelineEntry } from '../registry.ts';
+import { table, type Io } from './output.ts';
+import { deployedStateMachine } from './run-aws.ts';
+
+export function listLocalRuns(dataDir: string, pipeline: string | undefined, io: Io): void {
+  const runs = listExecutionRecords(dataDir).filter((r) => !pipeline || r.pipeline === pipeline);
+  if (!runs.length) return io.out('no local runs yet');
+  for (const line of table(
+    runs.map((r) => ({
+      name: r.name,
+      pipeline: r.pipeline,
+      status: r.status,
+      started: r.startDate,
+      seconds: r.stopDate ? ((Date.parse(r.stopDate) - Date.parse(r.startDate)) / 1000).toFixed(2) : '',
+      lambdas: r.stats.lambdaInvocations,
+      jobs: r.stats.batchJobs,
+      error: r.error ?? '',
+    })),
+    ['name', 'pipeline', 'status', 'started', 'seconds', 'lambdas', 'jobs', 'error'],
+  ))
+    io.out(line);
+}
+
+export async function listAwsRuns(entry: PipelineEntry, io: Io, sfn = new SFNClient({})): Promise<void> {
+  const stateMachineArn = await deployedStateMachine(entry);
+  const out = await sfn.send(new ListExecutionsCommand({ stateMachineArn, maxResults: 50 }));
+  for (const line of table(
+    (out.executions ?? []).map((e) => ({ name: e.name, status: e.status, started: e.startDate?.toISOString(), stopped: e.stopDate?.toISOString() })),
+    ['name', 'status', 'started', 'stopped'],
+  ))
+    io.out(line);
+}
+
+/** `name` or `name@version`. */
+export function parseArtifactRef(ref: string): { name: string; version?: number } {
+  const [name, version] = ref.split('@') as [string, string | undefined];
+  if (version === undefined) return { name };
+  const n = Number(version);
+  if (!Number.isInteger(n) || n < 1) throw new ConfigError('artifact version', version, 'must be a positive integer, as in probe-summary@2');
+  return { name, version: n };
+}
+
+export async function listArtifacts(where: { table: string; bucket: string }, name: string | undefined, io: Io): Promise<void> {
+  if (name) {
+    const versions = await listArtifactVersions(where, name);
+    if (!versions.length) return io.out(`artifact ${name} has no versions`);
+    for (const line of table(
+      versions.map((v) => ({ version: v.version, created: v.createdAt, sha256: v.sha256.slice(0, 16), execution: v.executionId.split(':').pop() })),
+      ['version', 'created', 'sha256', 'execution'],
+    ))
+      io.out(line);
+    return;
+  }
+  const names = await listArtifactNames(where);
+  if (!names.length) return io.out('no artifacts yet');
+  for (const line of table(names, ['name', 'latestVersion', 'updatedAt'])) io.out(line);
+}
+
+export async function showArtifact(where: { table: string; bucket: string }, ref: string, io: Io): Promise<void> {
+  const { name, version } = parseArtifactRef(ref);
+  const artifact = await getArtifactVersion(where, name, version);
+  io.out(`${artifact.name}@${artifact.version}  ${artifact.uri}`);
+  io.out(`  sha256     ${artifact.sha256}`);
+  io.out(`  created    ${artifact.createdAt} by ${artifact.executionId}`);
+  io.out(`  pipeline   ${artifact.pipeline}`);
+  if (artifact.cardUri) io.out(`  card       ${artifact.cardUri}`);
+  io.out(`  metrics    ${JSON.stringify(artifact.metrics)}`);
+  io.out('  files');
+  for (const f of artifact.files) io.out(`    ${f.name}  ${f.bytes} B  ${f.sha256.slice(0, 16)}  ${f.uri}`);
+  io.out('  lineage');
+  const tree = await lineageOf(where, artifact.name, artifact.version);
+  const print = (node: LineageNode, depth: number) => {
+    io.out(`    ${'  '.repeat(depth)}${node.name}@${node.version}  (made by ${node.executionId})`);
+    for (const parent of node.parents) print(parent, depth + 1);
+  };
+  print(tree, 0);
+}
+
+export async function listApprovals(where: { table: string }, io: Io): Promise<void> {
+  const items: Record<string, unknown>[] = [];
+  let start: Record<string, unknown> | undefined;
+  do {
+    const page = await dynamoClient().send(
+      new ScanCommand({
+        TableName: where.table,
+        FilterExpression: 'begins_with(pk, :p)',
+        ExpressionAttributeValues: { ':p': 'APPROVAL#' },
+        // The task token is never read out of the table by anything but the approval API.
+        ProjectionExpression: 'pk, pipeline, title, #s, createdAt, expiresAtIso, decidedAt',
+        ExpressionAttributeNames: { '#s': 'state' },
+        ExclusiveStartKey: start,
+      }),
+    );
+    items.push(...(page.Items ?? []));
+    start = page.LastEvaluatedKey;
+  } while (start);
+  if (!items.length) return io.out('no approvals yet');
+  const now = new Date().toISOString();
+  const rows = items
+    .map((i) => ({
+      id: String(i.pk).slice('APPROVAL#'.length),
+      pipeline: i.pipeline,
+      title: i.title,
+      // A pending request past its expiry can no longer be decided.
+      state: i.state === 'PENDING' && String(i.expiresAtIso) < now ? 'EXPIRED' : i.state,
+      created: i.createdAt,
+      expires: i.expiresAtIso,
+      decided: i.decidedAt ?? '',
+    }))
+    .sort((a, b) => (String(a.created) < String(b.created) ? 1 : -1));
+  for (const line of table(rows, ['id', 'pipeline', 'title', 'state', 'created', 'expires', 'decided'])) io.out(line);
+}

@@ -1,0 +1,76 @@
+/** `frontier run --target aws`: start and follow an execution of a deployed pipeline stack. */
+import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
+import { DescribeExecutionCommand, GetExecutionHistoryCommand, SFNClient, StartExecutionCommand, type HistoryEvent } from '@aws-sdk/client-sfn';
+import { STATE_MACHINE_OUTPUT } from '#pipelines/steps/pipeline.ts';
+import { MissingDeploymentError } from '#shared/errors.ts';
+import type { PipelineEntry } from '../registry.ts';
+import type { Io } from './output.ts';
+
+export interface AwsRunOptions {
+  readonly name?: string;
+  /** Milliseconds between history polls. Default: 2000. */
+  readonly pollMs?: number;
+}
+
+/** The state machine ARN of a deployed pipeline stack, or a clear error saying how to deploy it. */
+export async function deployedStateMachine(entry: PipelineEntry, cfn = new CloudFormationClient({})): Promise<string> {
+  const region = await cfn.config.region().catch(() => 'the default region');
+  try {
+    const out = await cfn.send(new DescribeStacksCommand({ StackName: entry.stackId }));
+    const arn = out.Stacks?.[0]?.Outputs?.find((o) => o.OutputKey === STATE_MACHINE_OUTPUT)?.OutputValue;
+    if (!arn) throw new MissingDeploymentError(`stack ${entry.stackId} in ${region} has no ${STATE_MACHINE_OUTPUT} output; redeploy it: npx cdk deploy ${entry.stackId}`);
+    return arn;
+  } catch (error) {
+    const e = error as Error;
+    if (e instanceof MissingDeploymentError) throw e;
+    if (e.name === 'ValidationError' && /does not exist/.test(e.message)) {
+      throw new MissingDeploymentError(`pipeline ${entry.name} is not deployed in ${region} (no stack ${entry.stackId}); deploy it with: npx cdk deploy ${entry.stackId}`);
+    }
+    if (e.name === 'CredentialsProviderError') {
+      throw new MissingDeploymentError(`no AWS credentials found; configure them (aws configure, AWS_PROFILE) before --target aws`);
+    }
+    throw error;
+  }
+}
+
+export async function runAws(
+  entry: PipelineEntry,
+  config: Record<string, unknown>,
+  options: AwsRunOptions,
+  io: Io,
+  clients = { cfn: new CloudFormationClient({}), sfn: new SFNClient({}) },
+): Promise<{ status: string; output?: unknown; error?: string; cause?: string }> {
+  const stateMachineArn = await deployedStateMachine(entry, clients.cfn);
+  const { executionArn } = await clients.sfn.send(
+    new StartExecutionCommand({ stateMachineArn, name: options.name, input: JSON.stringify({ config }) }),
+  );
+  io.out(`started ${executionArn}`);
+  let nextToken: string | undefined;
+  const mapItems = { done: 0, failed: 0 };
+  for (;;) {
+    do {
+      const page = await clients.sfn.send(new GetExecutionHistoryCommand({ executionArn, nextToken, maxResults: 500 }));
+      for (const event of page.events ?? []) describeEvent(event, mapItems, io);
+      nextToken = page.nextToken;
+    } while (nextToken);
+    const described = await clients.sfn.send(new DescribeExecutionCommand({ executionArn }));
+    if (described.status !== 'RUNNING' && described.status !== 'PENDING_REDRIVE') {
+      io.out(`${described.status}`);
+      const output = described.output ? JSON.parse(described.output) : undefined;
+      if (described.status === 'SUCCEEDED') io.out(JSON.stringify(output, null, 2).slice(0, 4000));
+      else io.err(`${described.error}: ${described.cause}`);
+      return { status: described.status!, output, error: described.error, cause: described.cause };
+    }
+    await new Promise((r) => setTimeout(r, options.pollMs ?? 2000));
+  }
+}
+
+function describeEvent(event: HistoryEvent, mapItems: { done: number; failed: number }, io: Io): void {
+  if (event.type?.endsWith('StateEntered') && event.stateEnteredEventDetails?.name) {
+    io.out(`  > ${event.stateEnteredEventDetails.name}`);
+  } else if (event.type === 'MapIterationSucceeded') {
+    io.out(`    map items: ${++mapItems.done} done${mapItems.failed ? `, ${mapItems.failed} failed` : ''}`);
+  } else if (event.type === 'MapIterationFailed') {
+    io.out(`    map items: ${mapItems.done} done, ${++mapItems.failed} failed`);
+  }
+}

@@ -1,0 +1,44 @@
+/**
+ * Opens what a local runtime left under its data directory, without synthesizing the app:
+ * dynalite on the same files, for the CLI's read commands (artifacts, approvals).
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { NotFoundError } from '#shared/errors.ts';
+import { lockDataDir, startDynalite } from './emulators.ts';
+import type { LocalResources } from './runtime.ts';
+
+export interface LocalData {
+  readonly table: string;
+  readonly bucket: string;
+  close(): Promise<void>;
+}
+
+export async function openLocalData(dataDir: string): Promise<LocalData> {
+  const file = join(dataDir, 'resources.json');
+  if (!existsSync(file)) {
+    throw new NotFoundError(`${dataDir} holds no local data yet; run a pipeline first (npm start)`);
+  }
+  const resources = JSON.parse(readFileSync(file, 'utf8')) as LocalResources;
+  const unlock = lockDataDir(dataDir);
+  try {
+    const dynamo = await startDynalite(join(dataDir, 'dynamodb'), 0);
+    Object.assign(process.env, {
+      AWS_ENDPOINT_URL_DYNAMODB: dynamo.url,
+      AWS_REGION: 'us-east-1',
+      AWS_ACCESS_KEY_ID: 'S3RVER',
+      AWS_SECRET_ACCESS_KEY: 'S3RVER',
+    });
+    return {
+      table: resources.tables[0]!,
+      bucket: resources.buckets[0]!,
+      close: async () => {
+        await dynamo.close();
+        unlock();
+      },
+    };
+  } catch (error) {
+    unlock();
+    throw error;
+  }
+}
