@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { applyNag } from './nag.ts';
 import { PlatformStack } from './platform-stack.ts';
-import { PIPELINES, PLATFORM_STACK_ID } from './registry.ts';
+import { PIPELINES, PLATFORM_STACK_ID, type PipelineEntry } from './registry.ts';
 
 export interface BuildAppOptions {
   /** Output folder. Default: CDK's (cdk.out, or CDK_OUTDIR). */
@@ -19,6 +19,8 @@ export interface BuildAppOptions {
   /** Extra context on top of cdk.json's. */
   readonly context?: Record<string, unknown>;
   readonly env?: Environment;
+  /** The pipelines to build. Default: every registered pipeline. */
+  readonly pipelines?: readonly PipelineEntry[];
 }
 
 /** The context cdk.json gives, which an in-process App does not load by itself. */
@@ -42,7 +44,7 @@ export function buildApp(options: BuildAppOptions = {}): { app: App; platform: P
     region: process.env.CDK_DEFAULT_REGION,
   };
   const platform = new PlatformStack(app, PLATFORM_STACK_ID, { env, description: 'frontier-pipelines: shared platform' });
-  for (const pipeline of PIPELINES) {
+  for (const pipeline of options.pipelines ?? PIPELINES) {
     pipeline.create(app, pipeline.stackId, {
       env,
       resources: platform.resources,

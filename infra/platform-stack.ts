@@ -4,8 +4,8 @@
  * 1. One S3 bucket (runs, artifacts, checkpoints, data), object events to EventBridge, with
  *    server access logs in a second bucket.
  * 2. One DynamoDB table (single-table design, see shared/table.ts).
- * 3. A VPC for the Batch compute: two AZs, public and private-with-egress subnets, one NAT
- *    gateway, gateway endpoints for S3 and DynamoDB.
+ * 3. A VPC for the Batch compute: two AZs, public subnets only (no NAT gateway, so nothing
+ *    bills while no job runs), gateway endpoints for S3 and DynamoDB.
  * 4. AWS Batch: a GPU EC2 compute environment (g6/g5, spot, scales to zero) and a Fargate
  *    CPU compute environment, each behind its own job queue.
  * 5. Secrets: the Anthropic API key (set by the user after deploy) and the approval-link
@@ -180,17 +180,15 @@ export class PlatformStack extends Stack {
       retention: logRetention,
       removalPolicy: RemovalPolicy.DESTROY,
     });
-    // One NAT gateway, not one per AZ: a NAT gateway costs about 33 USD a month plus data
-    // processing, and the jobs behind it are batch work that a retry survives if its AZ
-    // loses egress. S3 and DynamoDB traffic (checkpoints, datasets, ECR image layers, which
-    // are served from S3) takes the free gateway endpoints below and never crosses the NAT.
+    // No NAT gateway: one costs about 33 USD a month whether or not a job runs, and the
+    // platform is meant to cost nothing at rest but storage. Jobs run in public subnets with
+    // public IPs for egress (ECR, the Anthropic API); their security groups admit no inbound
+    // traffic. S3 and DynamoDB traffic (checkpoints, datasets, ECR image layers, which are
+    // served from S3) takes the free gateway endpoints below.
     const vpc = new ec2.Vpc(this, 'Vpc', {
       maxAzs: 2,
-      natGateways: 1,
-      subnetConfiguration: [
-        { name: 'public', subnetType: ec2.SubnetType.PUBLIC, cidrMask: 24 },
-        { name: 'private', subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS, cidrMask: 20 },
-      ],
+      natGateways: 0,
+      subnetConfiguration: [{ name: 'public', subnetType: ec2.SubnetType.PUBLIC, cidrMask: 20 }],
       gatewayEndpoints: {
         S3: { service: ec2.GatewayVpcEndpointAwsService.S3 },
         DynamoDB: { service: ec2.GatewayVpcEndpointAwsService.DYNAMODB },
@@ -204,12 +202,12 @@ export class PlatformStack extends Stack {
         },
       },
     });
-    const privateSubnets: ec2.SubnetSelection = { subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS };
+    const jobSubnets: ec2.SubnetSelection = { subnetType: ec2.SubnetType.PUBLIC };
 
     // ---- 4. Batch ----------------------------------------------------------------------
     const gpuCompute = new batch.ManagedEc2EcsComputeEnvironment(this, 'GpuCompute', {
       vpc,
-      vpcSubnets: privateSubnets,
+      vpcSubnets: jobSubnets,
       instanceClasses: [ec2.InstanceClass.G6, ec2.InstanceClass.G5],
       useOptimalInstanceClasses: false,
       images: [{ imageType: batch.EcsMachineImageType.ECS_AL2023_NVIDIA }],
@@ -236,7 +234,7 @@ export class PlatformStack extends Stack {
 
     const cpuCompute = new batch.FargateComputeEnvironment(this, 'CpuCompute', {
       vpc,
-      vpcSubnets: privateSubnets,
+      vpcSubnets: jobSubnets,
       maxvCpus: config.cpuMaxvCpus,
     });
     const cpuQueue = new batch.JobQueue(this, 'CpuQueue', {

@@ -11,6 +11,7 @@ import { listen, type Listening } from './emulators.ts';
 export class ApiError extends Error {
   constructor(readonly type: string, message: string, readonly status = 400) {
     super(message);
+    this.name = type;
   }
 }
 

@@ -4,6 +4,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { resetClients } from '#shared/clients/aws.ts';
 import { NotFoundError } from '#shared/errors.ts';
 import { lockDataDir, startDynalite } from './emulators.ts';
 import type { LocalResources } from './runtime.ts';
@@ -29,6 +30,7 @@ export async function openLocalData(dataDir: string): Promise<LocalData> {
       AWS_ACCESS_KEY_ID: 'S3RVER',
       AWS_SECRET_ACCESS_KEY: 'S3RVER',
     });
+    resetClients();
     return {
       table: resources.tables[0]!,
       bucket: resources.buckets[0]!,

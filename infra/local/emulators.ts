@@ -39,7 +39,11 @@ export async function assertPortFree(port: number, what: string): Promise<void> 
 export async function listen(server: HttpServer, port: number, what: string): Promise<Listening> {
   await assertPortFree(port, what);
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (error) => reject(new EmulatorStartError(`${what}: ${error.message}`)));
+    server.once('error', (error) => {
+      // Release whatever the server holds (dynalite's database) before reporting.
+      server.close();
+      reject(new EmulatorStartError(`${what}: ${error.message}`));
+    });
     server.listen(port, '127.0.0.1', () => resolve());
   });
   const address = server.address();
@@ -56,6 +60,9 @@ export async function listen(server: HttpServer, port: number, what: string): Pr
 
 export async function startDynalite(dir: string, port: number): Promise<Listening> {
   mkdirSync(dir, { recursive: true });
+  // Check the port before dynalite opens its database: an instance that never listens would
+  // still hold the LevelDB lock, and the next start on this directory would hang on it.
+  await assertPortFree(port, 'DynamoDB emulator (dynalite)');
   const dynalite = require('dynalite') as (options: Record<string, unknown>) => HttpServer;
   const server = dynalite({ path: dir, createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
   return listen(server, port, 'DynamoDB emulator (dynalite)');

@@ -10,8 +10,8 @@
  * outbox as .eml files; the approval API is served on loopback by the same handler as on AWS.
  */
 import './polyfill.ts';
-import { CreateBucketCommand, HeadBucketCommand, S3Client } from '@aws-sdk/client-s3';
-import { CreateTableCommand, DynamoDBClient, type KeySchemaElement } from '@aws-sdk/client-dynamodb';
+import { CreateBucketCommand, HeadBucketCommand, HeadObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { CreateTableCommand, DynamoDBClient, waitUntilTableExists, type KeySchemaElement } from '@aws-sdk/client-dynamodb';
 import { StateMachine, type StateMachineDefinition } from 'aws-local-stepfunctions';
 import { EventEmitter } from 'node:events';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, existsSync } from 'node:fs';
@@ -24,7 +24,9 @@ import { META, PipelineFunction } from '#pipelines/steps/function.ts';
 import { PIPELINE_META } from '#pipelines/steps/pipeline.ts';
 import { UnknownPipelineError, UnsupportedLocally } from '#shared/errors.ts';
 import { jsonByteLength } from '#shared/json.ts';
+import { resetClients } from '#shared/clients/aws.ts';
 import { buildApp } from '../build-app.ts';
+import type { PipelineEntry } from '../registry.ts';
 import { prepareAsl, type TaskRef } from './asl-prepass.ts';
 import { ApiError, startAwsApi } from './aws-api.ts';
 import { BatchHost, type LocalJobDefinition } from './batch-host.ts';
@@ -52,6 +54,8 @@ export interface RuntimeOptions {
   readonly jobConcurrency?: number;
   /** Replace every Retry wait with this many milliseconds (tests). */
   readonly retryDelayMs?: number;
+  /** The pipelines to run. Default: every registered pipeline. */
+  readonly pipelines?: readonly PipelineEntry[];
 }
 
 export type ExecutionStatus = 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'TIMED_OUT' | 'ABORTED';
@@ -81,6 +85,8 @@ export interface RuntimeEvents {
   mapItem: { executionArn: string; state: string; index: number; ok: boolean };
   jobProgress: { jobName: string; progress: unknown };
   email: { file: string };
+  /** The EventBridge event built for an S3 object created in a bucket with notifications on. */
+  objectCreated: Record<string, unknown>;
   executionDone: ExecutionRecord;
 }
 
@@ -121,6 +127,7 @@ export class LocalRuntime extends EventEmitter {
   private readonly secrets = new Map<string, string>();
   private readonly rules: { pattern: Record<string, unknown>; targets: { arn: string; input?: unknown }[] }[] = [];
   private readonly eventBridgeBuckets = new Set<string>();
+  private readonly versionedBuckets = new Set<string>();
   private readonly executions = new Map<string, Execution>();
   private readonly callbacks = new CallbackRegistry();
   private readonly closers: (() => Promise<void> | void)[] = [];
@@ -198,6 +205,7 @@ export class LocalRuntime extends EventEmitter {
     };
     // This process (the CLI, a test) reaches the emulators through the same variables.
     Object.assign(process.env, baseEnv, { PATH: process.env.PATH });
+    resetClients();
     this.s3 = new S3Client({ forcePathStyle: true, endpoint: s3.url, region: LOCAL_REGION, credentials: { accessKeyId: LOCAL_KEY, secretAccessKey: LOCAL_KEY } });
     this.dynamodb = new DynamoDBClient({ endpoint: dynamo.url, region: LOCAL_REGION, credentials: { accessKeyId: LOCAL_KEY, secretAccessKey: LOCAL_KEY } });
     this.lambda = new LambdaHost(baseEnv);
@@ -208,7 +216,7 @@ export class LocalRuntime extends EventEmitter {
     this.closers.push(() => this.batch.stop());
 
     const t1 = performance.now();
-    const { stacks, codeVersions } = synthesize();
+    const { stacks, codeVersions } = synthesize(this.options.pipelines);
     const t2 = performance.now();
     saveCodeVersions(this.dataDir, codeVersions);
     const resolver = new TemplateResolver(stacks);
@@ -248,11 +256,24 @@ export class LocalRuntime extends EventEmitter {
       } catch (error) {
         if ((error as Error).name !== 'ResourceInUseException') throw error;
       }
+      // dynalite marks a new table ACTIVE from a timer; wait for it, or a stop right after
+      // start would close the database under that write.
+      await waitUntilTableExists({ client: this.dynamodb, maxWaitTime: 30, minDelay: 0.05, maxDelay: 0.2 }, { TableName: name });
+    }
+    // EventBridge notifications: a bucket property, or (as CDK does it) a notifications custom resource.
+    const eventBridge = new Set<string>();
+    for (const { stack, resource } of resolver.resourcesOfType('Custom::S3BucketNotifications')) {
+      const props = resolver.resolve(stack, resource.Properties ?? {}) as { BucketName?: string; NotificationConfiguration?: { EventBridgeConfiguration?: unknown } };
+      if (props.BucketName && props.NotificationConfiguration?.EventBridgeConfiguration) eventBridge.add(props.BucketName);
     }
     for (const { stack, logicalId, resource } of resolver.resourcesOfType('AWS::S3::Bucket')) {
       const name = resolver.refOf(stack, logicalId, resource);
-      const props = (resource.Properties ?? {}) as { NotificationConfiguration?: { EventBridgeConfiguration?: { EventBridgeEnabled?: boolean } } };
-      if (props.NotificationConfiguration?.EventBridgeConfiguration?.EventBridgeEnabled) {
+      const props = (resource.Properties ?? {}) as {
+        NotificationConfiguration?: { EventBridgeConfiguration?: { EventBridgeEnabled?: boolean } };
+        VersioningConfiguration?: { Status?: string };
+      };
+      if (props.VersioningConfiguration?.Status === 'Enabled') this.versionedBuckets.add(name);
+      if (props.NotificationConfiguration?.EventBridgeConfiguration?.EventBridgeEnabled || eventBridge.has(name)) {
         this.eventBridgeBuckets.add(name);
         this.resources.buckets.push(name);
       }
@@ -463,6 +484,8 @@ export class LocalRuntime extends EventEmitter {
           timeoutSeconds: task.timeoutSeconds,
           heartbeatSeconds: task.heartbeatSeconds,
         });
+        // The token may be settled (timeout, abort, a fast callback) before we await it below.
+        done.catch(() => undefined);
         const withToken = JSON.parse(JSON.stringify(input).split(TOKEN_PLACEHOLDER).join(token)) as { FunctionName: string; Payload: unknown };
         record.stats.lambdaInvocations++;
         // Register first, then invoke: a handler may call back before invoke returns.
@@ -533,8 +556,19 @@ export class LocalRuntime extends EventEmitter {
       if (!record.eventName.startsWith('ObjectCreated')) continue;
       const bucket = record.s3.bucket.name;
       if (!this.eventBridgeBuckets.has(bucket)) continue;
-      const o = record.s3.object;
-      this.deliverEvent({
+      const publishing = this.publishObjectCreated(bucket, record);
+      this.pendingEvents.add(publishing);
+      void publishing.finally(() => this.pendingEvents.delete(publishing));
+    }
+  }
+
+  private async publishObjectCreated(bucket: string, record: S3NotificationEvent['Records'][number]): Promise<void> {
+    const o = { ...record.s3.object };
+    // s3rver's Copy events carry no ETag; S3's always do.
+    if (!o.eTag) o.eTag = (await this.s3.send(new HeadObjectCommand({ Bucket: bucket, Key: o.key })).catch(() => undefined))?.ETag;
+    // s3rver keeps no versions; on a versioned bucket every PUT gets a new version id, as on S3.
+    if (!o.versionId && this.versionedBuckets.has(bucket)) o.versionId = randomUUID().replace(/-/g, '');
+    const event = {
         version: '0',
         id: randomUUID(),
         'detail-type': 'Object Created',
@@ -551,8 +585,9 @@ export class LocalRuntime extends EventEmitter {
           requester: LOCAL_ACCOUNT,
           reason: record.eventName.split(':')[1] ?? 'PutObject',
         },
-      });
-    }
+      };
+    this.emit('objectCreated', event);
+    await this.deliverEvent(event);
   }
 
   /**
@@ -702,8 +737,22 @@ export function listExecutionRecords(dataDir = join(REPO_ROOT, '.local')): Execu
     .sort((a, b) => (a.startDate < b.startDate ? 1 : -1));
 }
 
-/** Synthesizes the app in-process, bundling skipped (handlers run from source). */
-export function synthesize(): { stacks: SynthStack[]; codeVersions: CodeVersion[] } {
+const synthesized = new Map<readonly PipelineEntry[] | undefined, { stacks: SynthStack[]; codeVersions: CodeVersion[] }>();
+
+/**
+ * Synthesizes the app in-process, bundling skipped (handlers run from source). Once per
+ * process: a runtime restarted in the same process (tests, the CLI) reuses the templates.
+ */
+export function synthesize(pipelines?: readonly PipelineEntry[]): { stacks: SynthStack[]; codeVersions: CodeVersion[] } {
+  let result = synthesized.get(pipelines);
+  if (!result) {
+    result = synthesizeNow(pipelines);
+    synthesized.set(pipelines, result);
+  }
+  return result;
+}
+
+function synthesizeNow(pipelines: readonly PipelineEntry[] | undefined): { stacks: SynthStack[]; codeVersions: CodeVersion[] } {
   const outdir = mkdtempSync(join(tmpdir(), 'frontier-synth-'));
   try {
     const { app } = buildApp({
@@ -712,6 +761,7 @@ export function synthesize(): { stacks: SynthStack[]; codeVersions: CodeVersion[
       nag: false,
       fastSynth: true,
       env: { account: LOCAL_ACCOUNT, region: LOCAL_REGION },
+      pipelines,
     });
     const assembly = app.synth();
     const codeVersions = app.node

@@ -14,6 +14,7 @@ import { ConfigError } from '#shared/errors.ts';
 import { ENV } from '#shared/table.ts';
 import { REPO_ROOT } from './code-version.ts';
 import { PipelineFunction } from './function.ts';
+import { acknowledgeFindings, acknowledgeOnStateMachine, iam5Resource, invokeGrantFinding } from './nag-findings.ts';
 import { checkStepId, stateName } from './names.ts';
 import type { StepScope } from './resources.ts';
 import { LAMBDA_SERVICE_ERRORS, retryServiceErrors } from './step.ts';
@@ -52,12 +53,14 @@ export function approvalRequestFunction(scope: Construct, steps: StepScope): Pip
   });
   resources.table.grantReadWriteData(fn);
   resources.signingSecret.grantRead(fn);
-  fn.addToRolePolicy(
-    new iam.PolicyStatement({
-      actions: ['ses:SendEmail', 'ses:SendRawEmail'],
-      resources: [`arn:${stack.partition}:ses:${stack.region}:${stack.account}:identity/*`],
-    }),
-  );
+  const sesIdentities = `arn:${stack.partition}:ses:${stack.region}:${stack.account}:identity/*`;
+  fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['ses:SendEmail', 'ses:SendRawEmail'], resources: [sesIdentities] }));
+  acknowledgeFindings(fn, [
+    {
+      id: iam5Resource(fn, sesIdentities),
+      reason: 'SES authorizes SendEmail against the identity of the From address and, in the SES sandbox, of each recipient; identity/* of this account and region covers both without hard-coding addresses.',
+    },
+  ]);
   return fn;
 }
 
@@ -68,6 +71,7 @@ export function approvalGate(scope: Construct, stepId: string, props: ApprovalGa
     throw new ConfigError('timeout', `${timeout.toSeconds()} s`, 'must be between 1 minute and 1 year');
   }
   const fn = approvalRequestFunction(scope, props.scope);
+  acknowledgeOnStateMachine(scope, [invokeGrantFinding(scope, fn.functionArn)]);
   const request = new tasks.LambdaInvoke(scope, stateName(stepId, 'Wait for approval'), {
     lambdaFunction: fn,
     integrationPattern: sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,

@@ -27,6 +27,7 @@ import { ConfigError } from '#shared/errors.ts';
 import { ENV } from '#shared/table.ts';
 import { jobCodeVersion, REPO_ROOT, type CodeVersion } from './code-version.ts';
 import { META } from './function.ts';
+import { acknowledgeFindings, s3GrantFindings } from './nag-findings.ts';
 import type { StepResources } from './resources.ts';
 
 export interface BatchJobProps {
@@ -76,6 +77,16 @@ export class BatchJob extends Construct {
 
     const jobRole = new Role(this, 'JobRole', { assumedBy: new ServicePrincipal('ecs-tasks.amazonaws.com') });
     resources.bucket.grantReadWrite(jobRole);
+    acknowledgeFindings(
+      jobRole,
+      s3GrantFindings(
+        jobRole,
+        resources.bucket,
+        ['read', 'put', 'delete'],
+        '*',
+        'A job reads its spec and inputs and writes outputs and checkpoints under keys that embed the execution and a fresh job id (runs/<pipeline>/<execution>/..., checkpoints/<run>/...), unknown at synth.',
+      ),
+    );
     const logGroup = new LogGroup(this, 'Logs', {
       retention: resources.logRetention ?? RetentionDays.ONE_MONTH,
       removalPolicy: RemovalPolicy.DESTROY,
@@ -99,7 +110,9 @@ export class BatchJob extends Construct {
             ...common,
             cpu: props.vcpus ?? 2,
             memory: props.memory ?? Size.gibibytes(4),
-            assignPublicIp: false,
+            // The platform's job subnets are public (no NAT gateway billing at rest): egress
+            // to ECR and outside APIs needs a public IP; the security group admits no inbound.
+            assignPublicIp: true,
           });
     this.jobDefinition = new EcsJobDefinition(this, 'Definition', {
       container,
@@ -113,6 +126,12 @@ export class BatchJob extends Construct {
         RetryStrategy.of(Action.EXIT, Reason.NON_ZERO_EXIT_CODE),
       ],
     });
+    acknowledgeFindings(container.executionRole, [
+      {
+        id: 'AwsSolutions-IAM5[Resource::*]',
+        reason: 'ecr:GetAuthorizationToken, granted by CDK so the ECS agent can pull the job image, supports no resource-level permissions; the image pull itself is scoped to the asset repository.',
+      },
+    ]);
     this.queue = gpus > 0 ? resources.gpuQueue : resources.cpuQueue;
     const cfn = this.jobDefinition.node.defaultChild as CfnJobDefinition;
     cfn.addMetadata(META.jobDir, relative(REPO_ROOT, jobDir).split(sep).join('/'));

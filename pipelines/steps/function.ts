@@ -11,6 +11,7 @@ import type { Construct } from 'constructs';
 import { relative, sep } from 'node:path';
 import { ConfigError } from '#shared/errors.ts';
 import { handlerCodeVersion, REPO_ROOT, type CodeVersion } from './code-version.ts';
+import { acknowledgeFindings, LAMBDA_BASIC_EXECUTION_FINDING } from './nag-findings.ts';
 
 /** Metadata keys the embedded runtime reads from the synthesized template. */
 export const META = {
@@ -84,5 +85,15 @@ export class PipelineFunction extends NodejsFunction {
     cfn.addMetadata(META.entry, relative(REPO_ROOT, props.entry).split(sep).join('/'));
     cfn.addMetadata(META.handler, props.handler ?? 'handler');
     cfn.addMetadata(META.codeVersion, this.codeVersion.hash);
+    acknowledgeFindings(this, [
+      {
+        id: LAMBDA_BASIC_EXECUTION_FINDING,
+        reason: 'AWSLambdaBasicExecutionRole only allows creating log streams and writing log events, which every function needs to report errors.',
+      },
+      {
+        id: 'AwsSolutions-L1',
+        reason: 'nodejs22.x is pinned on purpose: the embedded runtime runs the same handler modules in-process on Node 22, so local and deployed behaviour match.',
+      },
+    ]);
   }
 }

@@ -6,6 +6,7 @@ import { CfnOutput, Duration, RemovalPolicy } from 'aws-cdk-lib';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
+import { acknowledgeFindings, applyStateMachineFindings } from './nag-findings.ts';
 import type { StepResources } from './resources.ts';
 
 export const PIPELINE_META = 'frontier:pipeline';
@@ -35,9 +36,20 @@ export class PipelineStateMachine extends Construct {
       definitionBody: sfn.DefinitionBody.fromChainable(props.definition),
       timeout: props.timeout ?? Duration.days(7),
       tracingEnabled: true,
-      logs: { destination: this.logGroup, level: sfn.LogLevel.ERROR, includeExecutionData: false },
+      // ALL: every state transition is in the log (cdk-nag SF1), for audits and for runs older
+      // than the 90 days Step Functions keeps a Standard execution's history. Without execution
+      // data the events are small, and payloads (S3 URIs, configs) stay out of the log.
+      logs: { destination: this.logGroup, level: sfn.LogLevel.ALL, includeExecutionData: false },
     });
     (this.stateMachine.node.defaultChild as sfn.CfnStateMachine).addMetadata(PIPELINE_META, props.pipeline);
+    acknowledgeFindings(this, [
+      {
+        id: 'AwsSolutions-IAM5[Resource::*]',
+        reason: 'Logging and tracing: CloudWatch Logs log-delivery actions (logs:CreateLogDelivery, ...) and X-Ray trace writes support no resource-level permissions, so CDK grants them on "*".',
+      },
+    ]);
+    // Grants of this state machine's tasks (Lambda qualifiers, S3 prefixes, Batch definitions).
+    applyStateMachineFindings(this);
     const output = new CfnOutput(this, 'Arn', { value: this.stateMachine.stateMachineArn, description: `State machine of ${props.pipeline}` });
     output.overrideLogicalId(STATE_MACHINE_OUTPUT);
   }

@@ -13,6 +13,7 @@ import { ARTIFACT_NAME } from '#shared/artifacts.ts';
 import { ENV } from '#shared/table.ts';
 import { REPO_ROOT } from './code-version.ts';
 import { PipelineFunction } from './function.ts';
+import { acknowledgeFindings, acknowledgeOnStateMachine, invokeGrantFinding, s3GrantFindings } from './nag-findings.ts';
 import { stateName } from './names.ts';
 import type { StepScope } from './resources.ts';
 import { LAMBDA_SERVICE_ERRORS, retryServiceErrors, step, type StepRunner } from './step.ts';
@@ -46,6 +47,16 @@ function publishFunction(scope: Construct, steps: StepScope): PipelineFunction {
   });
   resources.table.grantReadWriteData(fn);
   resources.bucket.grantReadWrite(fn);
+  acknowledgeFindings(
+    fn,
+    s3GrantFindings(
+      fn,
+      resources.bucket,
+      ['read', 'put', 'delete'],
+      '*',
+      'Publishing copies files from wherever a step wrote them (runs/, checkpoints/, data/) to artifacts/<name>/<version>/, so it reads any key and writes keys that embed a version allocated at run time.',
+    ),
+  );
   return fn;
 }
 
@@ -54,6 +65,7 @@ export function publishArtifact(scope: Construct, stepId: string, props: Publish
     throw new ConfigError('name', props.name, 'must be lowercase letters, digits and "-", at most 63 characters');
   }
   const fn = publishFunction(scope, props.scope);
+  acknowledgeOnStateMachine(scope, [invokeGrantFinding(scope, fn.functionArn)]);
   const runner: StepRunner = {
     codeVersion: fn.codeVersion,
     build(construct, id, payloadPath, resultPath) {

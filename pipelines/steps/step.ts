@@ -4,7 +4,8 @@
  * writes its result at `resultPath`; scratch values live under `$._step` and are cleared
  * when the step ends, so state stays small (Step Functions' 256 KiB payload limit).
  */
-import { Duration } from 'aws-cdk-lib';
+import { Duration, Stack } from 'aws-cdk-lib';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import type { Construct } from 'constructs';
@@ -12,6 +13,7 @@ import { ConfigError } from '#shared/errors.ts';
 import type { BatchJob } from './batch-job.ts';
 import type { CodeVersion } from './code-version.ts';
 import type { PipelineFunction } from './function.ts';
+import { acknowledgeOnStateMachine, iam5Resource, invokeGrantFinding } from './nag-findings.ts';
 import { checkStepId, stateName } from './names.ts';
 import type { StepScope } from './resources.ts';
 
@@ -70,6 +72,7 @@ export function invoke(fn: PipelineFunction): StepRunner {
         resultPath,
       });
       retryServiceErrors(task, LAMBDA_SERVICE_ERRORS);
+      acknowledgeOnStateMachine(scope, [invokeGrantFinding(scope, fn.functionArn)]);
       return sfn.Chain.start(task);
     },
   };
@@ -133,6 +136,15 @@ export function runJob(job: BatchJob, scope: StepScope): StepRunner {
         action: 'getObject',
         parameters: { Bucket: bucket.bucketName, Key: sfn.JsonPath.stringAt(`${SCRATCH}.job.resultKey`) },
         iamResources: [bucket.arnForObjects('runs/*')],
+        // Without s3:ListBucket a missing key is AccessDenied, not NoSuchKey, and the Catch
+        // below that names a job without result.json would never match.
+        additionalIamStatements: [
+          new iam.PolicyStatement({
+            actions: ['s3:ListBucket'],
+            resources: [bucket.bucketArn],
+            conditions: { StringLike: { 's3:prefix': ['runs/*'] } },
+          }),
+        ],
         resultSelector: { 'value.$': 'States.StringToJson($.Body)' },
         resultPath: `${SCRATCH}.job.result`,
       });
@@ -148,6 +160,16 @@ export function runJob(job: BatchJob, scope: StepScope): StepRunner {
         inputPath: `${SCRATCH}.job.result.value`,
         resultPath,
       });
+      acknowledgeOnStateMachine(construct, [
+        {
+          id: iam5Resource(construct, bucket.arnForObjects('runs/*')),
+          reason: 'The job spec and result.json keys embed the execution name and a job id made at run time (runs/<pipeline>/<execution>/<step>/<id>/), so the grant covers the runs/ prefix.',
+        },
+        {
+          id: iam5Resource(construct, Stack.of(construct).formatArn({ service: 'batch', resource: 'job-definition', resourceName: '*' })),
+          reason: "CDK's BatchSubmitJob always grants batch:SubmitJob on job-definition/* of this account and region (not configurable); a definition's ARN carries a revision that changes whenever the definition is updated.",
+        },
+      ]);
       return sfn.Chain.start(prepare).next(locate).next(writeSpec).next(submit).next(readResult).next(deliver);
     },
   };
@@ -232,6 +254,8 @@ function cachedChain(scope: Construct, stepId: string, props: StepProps, inputs:
   const headObject = new tasks.CallAwsService(scope, stateName(stepId, 'Output exists'), {
     service: 's3',
     action: 'headObject',
+    // HeadObject is authorized by s3:GetObject; there is no s3:HeadObject action.
+    iamAction: 's3:GetObject',
     parameters: { 'Bucket.$': '$.Bucket', 'Key.$': '$.Key' },
     iamResources: [resources.bucket.arnForObjects('*')],
     resultPath: sfn.JsonPath.DISCARD,
@@ -242,6 +266,12 @@ function cachedChain(scope: Construct, stepId: string, props: StepProps, inputs:
     resultPath: sfn.JsonPath.DISCARD,
   });
   checkOutputs.itemProcessor(headObject);
+  acknowledgeOnStateMachine(scope, [
+    {
+      id: iam5Resource(scope, resources.bucket.arnForObjects('*')),
+      reason: "A cache hit checks that the S3 outputs it lists still exist; a step's outputs may be under any prefix (data/, runs/, artifacts/), known only from the cached item at run time. The check is read-only.",
+    },
+  ]);
   const restore = new sfn.Pass(scope, stateName(stepId, 'Restore'), { inputPath: `${s}.hit.value`, resultPath: props.resultPath });
 
   const body = props.run.build(scope, stepId, `${s}.in`, `${s}.out`);

@@ -44,3 +44,11 @@ export function secretsClient(): SecretsManagerClient {
   secrets ??= new SecretsManagerClient({});
   return secrets;
 }
+
+/**
+ * Forget the clients, so the next use reads the endpoint variables again. For processes that
+ * outlive an endpoint (the CLI and tests start and stop local emulators); a Lambda never needs it.
+ */
+export function resetClients(): void {
+  dynamo = s3 = sfn = ses = secrets = undefined;
+}

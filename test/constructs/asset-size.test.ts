@@ -15,6 +15,7 @@ import * as cxapi from 'aws-cdk-lib/cx-api';
 import type { CloudAssembly } from 'aws-cdk-lib/cx-api';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { PlatformStack, type PlatformResources } from '#infra/platform-stack.ts';
+import { ProbeStack } from '../fixtures/probe/stack.ts';
 
 /** Lambda's limit on a function's unzipped code, in bytes. */
 const LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024;
@@ -22,6 +23,7 @@ const LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024;
 /** The stacks whose bundles are measured. The platform stack is always built first. */
 const STACKS: { readonly id: string; readonly build: (app: App, platform: PlatformResources) => Stack }[] = [
   // Pipeline stacks, e.g. { id: 'Elo', build: (app, platform) => new EloStack(app, 'Elo', { platform }) },
+  { id: 'Probe', build: (app, platform) => new ProbeStack(app, 'Probe', { resources: platform }) },
 ];
 
 const CDK_CONTEXT = (JSON.parse(readFileSync(join(REPO_ROOT, 'cdk.json'), 'utf8')) as { context: Record<string, unknown> })

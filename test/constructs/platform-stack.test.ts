@@ -109,15 +109,15 @@ describe('PlatformStack template', () => {
     });
   });
 
-  it('has a two-AZ VPC with one NAT gateway, S3 and DynamoDB endpoints and flow logs', () => {
+  it('has a two-AZ VPC with no NAT gateway (nothing bills at rest), S3 and DynamoDB endpoints and flow logs', () => {
     template.resourceCountIs('AWS::EC2::VPC', 1);
-    template.resourceCountIs('AWS::EC2::Subnet', 4);
-    template.resourceCountIs('AWS::EC2::NatGateway', 1);
+    template.resourceCountIs('AWS::EC2::Subnet', 2);
+    template.resourceCountIs('AWS::EC2::NatGateway', 0);
     template.resourceCountIs('AWS::EC2::VPCEndpoint', 2);
     template.resourceCountIs('AWS::EC2::FlowLog', 1);
   });
 
-  it('has a GPU compute environment on g6/g5 spot that scales to zero, in the private subnets', () => {
+  it('has a GPU compute environment on g6/g5 spot that scales to zero, in the public subnets', () => {
     template.hasResourceProperties('AWS::Batch::ComputeEnvironment', {
       Type: 'managed',
       ComputeResources: Match.objectLike({
@@ -128,8 +128,8 @@ describe('PlatformStack template', () => {
         MaxvCpus: 64,
         Ec2Configuration: [{ ImageType: 'ECS_AL2023_NVIDIA' }],
         Subnets: [
-          { Ref: Match.stringLikeRegexp('^VpcprivateSubnet1') },
-          { Ref: Match.stringLikeRegexp('^VpcprivateSubnet2') },
+          { Ref: Match.stringLikeRegexp('^VpcpublicSubnet1') },
+          { Ref: Match.stringLikeRegexp('^VpcpublicSubnet2') },
         ],
       }),
     });

@@ -20,34 +20,24 @@ let rt: LocalRuntime;
 let bucket: string;
 let s3: S3Client;
 
-/** Uploads as a user would (the real client, against s3rver), then waits for every event delivery. */
-async function upload(key: string, body: string): Promise<{ etag: string; size: number }> {
-  const put = await s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body, ContentType: 'application/json' }));
-  // s3rver emits the object event before it answers the PUT, so the delivery is already under way.
-  await within(rt.eventsSettled(), 30_000, `the deliveries of ${key}'s event`);
-  return { etag: String(put.ETag).replace(/"/g, ''), size: Buffer.byteLength(body) };
-}
+type ObjectCreated = Parameters<typeof parseObjectCreatedEvent>[0] & { detail: { object: { etag: string; size: number; 'version-id'?: string } } };
 
-/** The event EventBridge delivers for an object (a redelivery carries the same id). */
-function objectCreatedEvent(key: string, object: { etag: string; size: number }, id = '6e6b3a3e-2b1f-4e5a-9c61-0d6f2f5e9a01') {
-  return {
-    version: '0',
-    id,
-    'detail-type': 'Object Created',
-    source: 'aws.s3',
-    account: '000000000000',
-    time: new Date().toISOString(),
-    region: 'us-east-1',
-    resources: [`arn:aws:s3:::${bucket}`],
-    detail: {
-      version: '0',
-      bucket: { name: bucket },
-      object: { key, size: object.size, etag: object.etag, sequencer: '0000000000000000' },
-      'request-id': 'LOCALTEST',
-      requester: '000000000000',
-      reason: 'PutObject',
-    },
-  };
+/**
+ * Uploads as a user would (the real client, against s3rver), waits for every event delivery,
+ * and returns the EventBridge event the upload produced (what a redelivery repeats).
+ */
+async function upload(key: string, body: string): Promise<ObjectCreated> {
+  const events: ObjectCreated[] = [];
+  const listener = (e: ObjectCreated) => events.push(e);
+  rt.on('objectCreated', listener);
+  try {
+    await s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body, ContentType: 'application/json' }));
+    await within(rt.eventsSettled(), 30_000, `the deliveries of ${key}'s event`);
+  } finally {
+    rt.off('objectCreated', listener);
+  }
+  assert.equal(events.length, 1, `one event for ${key}`);
+  return events[0]!;
 }
 
 /** Executions started by uploads (their names come from the object), oldest first. */
@@ -80,52 +70,52 @@ after(async () => {
 });
 
 describe('S3 trigger on the probe pipeline', () => {
-  let first: { etag: string; size: number };
+  let first: ObjectCreated;
   let firstRun: ExecutionRecord;
 
   it('an uploaded manifest starts exactly one run, named after the object, which succeeds', { timeout: 90_000 }, async () => {
     first = await upload(MANIFEST_KEY, JSON.stringify({ step: 100, files: ['weights.bin'] }));
+    // The bucket is versioned (as on AWS): the object's identity carries its version id.
+    assert.ok(first.detail.object['version-id'], 'a versioned bucket gives each PUT a version id');
     const runs = triggeredRuns();
     assert.equal(runs.length, 1, `runs: ${runs.map((r) => r.name).join(', ')}`);
     firstRun = runs[0]!;
-    const expectedName = executionNameFor(parseObjectCreatedEvent(objectCreatedEvent(MANIFEST_KEY, first)));
+    const expectedName = executionNameFor(parseObjectCreatedEvent(first));
     assert.equal(firstRun.name, expectedName);
     assert.equal(listExecutionRecords(rt.dataDir).length, 1, 'nothing else started');
 
     const { Item: ledger } = await dynamoClient().send(
-      new GetCommand({ TableName: rt.resources.tables[0]!, Key: eventKey(bucket, MANIFEST_KEY, first.etag), ConsistentRead: true }),
+      new GetCommand({ TableName: rt.resources.tables[0]!, Key: eventKey(bucket, MANIFEST_KEY, first.detail.object['version-id']!), ConsistentRead: true }),
     );
     assert.equal(ledger?.executionName, expectedName, 'the ledger records the object and the run it started');
 
     const record = await finished(firstRun);
     assert.equal(record.status, 'SUCCEEDED', `${record.error}: ${record.cause}`);
-    assert.deepEqual((record.input as { trigger: unknown }).trigger, {
-      bucket, key: MANIFEST_KEY, etag: first.etag, versionId: null, size: first.size, eventTime: (record.input as { trigger: { eventTime: string } }).trigger.eventTime,
-    });
+    const { trigger } = record.input as { trigger: { bucket: string; key: string; etag: string; size: number } };
+    assert.deepEqual([trigger.bucket, trigger.key, trigger.etag, trigger.size], [bucket, MANIFEST_KEY, first.detail.object.etag, first.detail.object.size]);
     assert.equal((record.output as { total: number }).total, 14, 'the default config squares and sums [1, 2, 3]');
   });
 
   it('the same event delivered three more times starts nothing more', { timeout: 60_000 }, async () => {
-    const event = objectCreatedEvent(MANIFEST_KEY, first);
     for (let i = 0; i < 3; i++) {
-      const results = await rt.deliverEvent(event);
+      const results = await rt.deliverEvent(first);
       assert.deepEqual(results, [{ started: false, duplicate: true, executionName: firstRun.name }], `redelivery ${i + 1}`);
     }
     // S3 may also announce one object twice under different event ids: the identity is the object's.
-    const results = await rt.deliverEvent(objectCreatedEvent(MANIFEST_KEY, first, 'a-different-event-id'));
+    const results = await rt.deliverEvent({ ...first, id: 'a-different-event-id' });
     assert.deepEqual(results, [{ started: false, duplicate: true, executionName: firstRun.name }]);
     await rt.eventsSettled();
     assert.deepEqual(triggeredRuns().map((r) => r.name), [firstRun.name]);
   });
 
-  it('new content under the same key is a new object and starts a second run', { timeout: 90_000 }, async () => {
-    // The design names a run after key + version id (versioned bucket) or etag: new bytes, new identity.
+  it('new content under the same key is a new object version and starts a second run', { timeout: 90_000 }, async () => {
+    // The design names a run after key + version id (versioned bucket) or etag: a new PUT, a new identity.
     const second = await upload(MANIFEST_KEY, JSON.stringify({ step: 200, files: ['weights.bin'] }));
-    assert.notEqual(second.etag, first.etag);
+    assert.notEqual(second.detail.object.etag, first.detail.object.etag);
     const runs = triggeredRuns();
     assert.equal(runs.length, 2, `runs: ${runs.map((r) => r.name).join(', ')}`);
     const secondRun = runs.find((r) => r.name !== firstRun.name)!;
-    assert.equal(secondRun.name, executionNameFor(parseObjectCreatedEvent(objectCreatedEvent(MANIFEST_KEY, second))));
+    assert.equal(secondRun.name, executionNameFor(parseObjectCreatedEvent(second)));
     const record = await finished(secondRun);
     assert.equal(record.status, 'SUCCEEDED', `${record.error}: ${record.cause}`);
   });
@@ -138,7 +128,7 @@ describe('S3 trigger on the probe pipeline', () => {
     await upload('checkpoints/probe/run1/extra/manifest.json.bak', '{}');
     assert.equal(listExecutionRecords(rt.dataDir).length, before);
     // The rule itself does not match: the event reaches no target.
-    assert.deepEqual(await rt.deliverEvent(objectCreatedEvent('checkpoints/probe/run1/weights.bin', weights)), []);
+    assert.deepEqual(await rt.deliverEvent(weights), []);
     assert.equal(listExecutionRecords(rt.dataDir).length, before);
   });
 });

@@ -1,0 +1,96 @@
+/**
+ * Benchmarks (npm run bench): prints the figures and writes them to bench/results.json.
+ *
+ * - Embedded runtime overhead per state transition, on a 200-state Pass chain.
+ * - Fully cached rerun of the probe pipeline against its cold run (and what the rerun started).
+ * - `cdk synth` of the whole app, offline, with bundling.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { availableParallelism, cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { LocalRuntime } from '#infra/local/runtime.ts';
+import { PIPELINES } from '#infra/registry.ts';
+import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
+import { CHAIN_LENGTH, CHAIN_PIPELINE } from './chain-stack.ts';
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const figures: Record<string, unknown> = {
+  date: new Date().toISOString(),
+  machine: { cores: availableParallelism(), cpu: cpus()[0]?.model, node: process.version },
+};
+
+async function transitionOverhead(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'fp-bench-chain-'));
+  const runtime = await LocalRuntime.start({ dataDir: dir, pipelines: [CHAIN_PIPELINE] });
+  try {
+    const perTransition: number[] = [];
+    for (let i = 0; i < 12; i++) {
+      const t0 = performance.now();
+      const record = await runtime.startExecution('bench-chain', { config: {} }).done;
+      const ms = performance.now() - t0;
+      if (record.status !== 'SUCCEEDED' || record.stats.statesEntered !== CHAIN_LENGTH) throw new Error(`chain run ${record.status}`);
+      if (i >= 2) perTransition.push(ms / CHAIN_LENGTH); // the first runs warm up the JIT
+    }
+    figures.transitionOverheadMs = { median: median(perTransition), min: Math.min(...perTransition), goal: 5, states: CHAIN_LENGTH, runs: perTransition.length };
+    console.log(`runtime overhead per state transition: ${median(perTransition).toFixed(3)} ms (median of ${perTransition.length} runs of ${CHAIN_LENGTH} states; goal <= 5 ms)`);
+  } finally {
+    await runtime.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function cachedRerun(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'fp-bench-probe-'));
+  const runtime = await LocalRuntime.start({ dataDir: dir });
+  const probe = PIPELINES.find((p) => p.name === 'probe')!;
+  const input = { config: probe.config.parse(probe.smoke) };
+  try {
+    const cold = await runtime.startExecution('probe', input).done;
+    const warm = await runtime.startExecution('probe', input).done;
+    const seconds = (r: typeof cold) => (Date.parse(r.stopDate!) - Date.parse(r.startDate)) / 1000;
+    if (cold.status !== 'SUCCEEDED' || warm.status !== 'SUCCEEDED') throw new Error(`probe runs: ${cold.status}, ${warm.status}`);
+    const ratio = seconds(warm) / seconds(cold);
+    figures.cachedRerun = {
+      coldSeconds: seconds(cold),
+      rerunSeconds: seconds(warm),
+      ratio,
+      goal: 0.05,
+      rerunLambdaInvocations: warm.stats.lambdaInvocations,
+      rerunBatchJobs: warm.stats.batchJobs,
+      coldLambdaInvocations: cold.stats.lambdaInvocations,
+      coldBatchJobs: cold.stats.batchJobs,
+    };
+    console.log(
+      `probe: cold ${seconds(cold).toFixed(3)} s, fully cached rerun ${seconds(warm).toFixed(3)} s, ratio ${ratio.toFixed(4)} (goal <= 0.05); ` +
+        `rerun started ${warm.stats.lambdaInvocations} Lambda invocations and ${warm.stats.batchJobs} Batch jobs`,
+    );
+  } finally {
+    await runtime.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function cdkSynth(): void {
+  const out = mkdtempSync(join(tmpdir(), 'fp-bench-synth-'));
+  const times: number[] = [];
+  for (let i = 0; i < 2; i++) {
+    const t0 = performance.now();
+    const result = spawnSync('npx', ['cdk', 'synth', '--quiet', '--output', out], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, CDK_DISABLE_CLI_TELEMETRY: 'true' },
+      encoding: 'utf8',
+    });
+    if (result.status !== 0) throw new Error(`cdk synth failed: ${result.stderr}`);
+    times.push((performance.now() - t0) / 1000);
+  }
+  rmSync(out, { recursive: true, force: true });
+  figures.cdkSynthSeconds = { runs: times, median: median(times) };
+  console.log(`cdk synth (whole app, bundling, cdk-nag): ${times.map((t) => t.toFixed(1)).join(' s, ')} s`);
+}
+
+await transitionOverhead();
+await cachedRerun();
+cdkSynth();
+writeFileSync(join(REPO_ROOT, 'bench', 'results.json'), `${JSON.stringify(figures, null, 2)}\n`);
+console.log('wrote bench/results.json');

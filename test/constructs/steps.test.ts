@@ -1,0 +1,473 @@
+/**
+ * The step constructs (pipelines/steps) as graphs: the probe pipeline, which uses every step
+ * kind, rendered to its ASL and checked state by state (Retry, Catch, Resource, ResultPath,
+ * TimeoutSeconds), plus one "throws when ..." test per constructor validation rule.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { App, Duration, Stack } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { JobQueue } from 'aws-cdk-lib/aws-batch';
+import { TableV2 } from 'aws-cdk-lib/aws-dynamodb';
+import { Bucket } from 'aws-cdk-lib/aws-s3';
+import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import type { StateMachineDefinition } from 'aws-local-stepfunctions';
+import { ConfigError } from '#shared/errors.ts';
+import {
+  approvalGate,
+  BatchJob,
+  fanOut,
+  invoke,
+  LAMBDA_SERVICE_ERRORS,
+  PipelineFunction,
+  PIPELINE_META,
+  publishArtifact,
+  REPO_ROOT,
+  S3Trigger,
+  step,
+  type StepResources,
+  type StepScope,
+} from '#pipelines/steps/index.ts';
+import { prepareAsl } from '#infra/local/asl-prepass.ts';
+import { buildApp } from '#infra/build-app.ts';
+import { PROBE_PIPELINE } from '../fixtures/probe/stack.ts';
+
+// ---- rendering ----------------------------------------------------------------------------
+
+type State = Record<string, unknown> & { Type: string };
+type Catcher = { ErrorEquals: string[]; Next: string; ResultPath?: string | null };
+type Retrier = { ErrorEquals: string[]; JitterStrategy?: string; MaxAttempts?: number };
+type Machine = { StartAt: string; States: Record<string, State>; TimeoutSeconds?: number } & Record<string, unknown>;
+
+/**
+ * A stand-in for each token of the definition. Pseudo parameters get real-looking values (so
+ * Resource ARNs read as on AWS); a function's ARN stays an ARN (a Lambda task with
+ * payloadResponseOnly names the function as its Resource); other references get a name that
+ * says what they were.
+ */
+function placeholder(value: unknown, resources: Record<string, { Type: string }>): string {
+  if (typeof value === 'string') return value;
+  const token = value as Record<string, unknown>;
+  if (typeof token['Ref'] === 'string') {
+    const pseudo: Record<string, string> = {
+      'AWS::Partition': 'aws',
+      'AWS::Region': 'us-east-1',
+      'AWS::AccountId': '123456789012',
+      'AWS::URLSuffix': 'amazonaws.com',
+    };
+    return pseudo[token['Ref']] ?? `ref-${token['Ref']}`;
+  }
+  if (Array.isArray(token['Fn::GetAtt'])) {
+    const [logicalId, attribute] = token['Fn::GetAtt'] as [string, string];
+    if (resources[logicalId]?.Type === 'AWS::Lambda::Function' && attribute === 'Arn') {
+      return `arn:aws:lambda:us-east-1:123456789012:function:${logicalId}`;
+    }
+    return `getatt-${logicalId}-${attribute}`;
+  }
+  if (typeof token['Fn::ImportValue'] === 'string') return `import-${token['Fn::ImportValue'].replace(/[^A-Za-z0-9]/g, '-')}`;
+  if (Array.isArray(token['Fn::Join'])) {
+    const [delimiter, parts] = token['Fn::Join'] as [string, unknown[]];
+    return parts.map((part) => placeholder(part, resources)).join(delimiter);
+  }
+  throw new Error(`no placeholder for ${JSON.stringify(value)}`);
+}
+
+/** The state machine's definition as JSON, tokens replaced by placeholders. */
+function renderDefinition(template: Template): Machine {
+  const machines = Object.values(template.findResources('AWS::StepFunctions::StateMachine')) as {
+    Metadata?: Record<string, unknown>;
+    Properties: { DefinitionString: unknown };
+  }[];
+  const probe = machines.filter((m) => m.Metadata?.[PIPELINE_META] === PROBE_PIPELINE);
+  assert.equal(probe.length, 1, 'one probe state machine');
+  const resources = template.toJSON()['Resources'] as Record<string, { Type: string }>;
+  return JSON.parse(placeholder(probe[0]!.Properties.DefinitionString, resources)) as Machine;
+}
+
+/** Every state by name, with the Map/Parallel states it is nested in. */
+function allStates(machine: { States: Record<string, State> }, enclosing: string[] = []): Map<string, { state: State; enclosing: string[] }> {
+  const found = new Map<string, { state: State; enclosing: string[] }>();
+  for (const [name, state] of Object.entries(machine.States)) {
+    assert.ok(!found.has(name), `state name used twice: ${name}`);
+    found.set(name, { state, enclosing });
+    const inner: { States: Record<string, State> }[] = [];
+    if (state.Type === 'Map') inner.push((state['ItemProcessor'] ?? state['Iterator']) as { States: Record<string, State> });
+    if (state.Type === 'Parallel') inner.push(...(state['Branches'] as { States: Record<string, State> }[]));
+    for (const graph of inner) {
+      for (const [innerName, entry] of allStates(graph, [...enclosing, name])) {
+        assert.ok(!found.has(innerName), `state name used twice: ${innerName}`);
+        found.set(innerName, entry);
+      }
+    }
+  }
+  return found;
+}
+
+/** The states passed through from `start` following only `Next` (no Choice, no Catch) up to `end`. */
+function followNext(states: Map<string, { state: State }>, start: string, end: string): string[] {
+  const path: string[] = [];
+  let current: string | undefined = start;
+  while (current && current !== end) {
+    assert.ok(!path.includes(current), `loop at ${current}`);
+    path.push(current);
+    current = states.get(current)?.state['Next'] as string | undefined;
+  }
+  assert.equal(current, end, `${start} does not lead to ${end} by Next: ${path.join(' -> ')}`);
+  return path;
+}
+
+// ---- the probe pipeline ----------------------------------------------------------------
+
+describe('step constructs, rendered: the probe pipeline', () => {
+  const { app } = buildApp({ skipBundling: true, fastSynth: true, nag: false });
+  const template = Template.fromStack(app.node.findChild('FrontierProbe') as Stack);
+  const machine = renderDefinition(template);
+  const states = allStates(machine);
+  const get = (name: string): State => {
+    const entry = states.get(name);
+    assert.ok(entry, `no state "${name}"; states: ${[...states.keys()].join(', ')}`);
+    return entry.state;
+  };
+  const tasks = [...states].filter(([, { state }]) => state.Type === 'Task');
+  const isLambda = (state: State) => String(state['Resource']).includes(':lambda:');
+
+  it('has the cache lookup and store of every cached step as direct DynamoDB integrations', () => {
+    for (const stepId of ['prepare', 'square-item', 'sum', 'publish']) {
+      const lookup = get(`${stepId}: Cache lookup`);
+      assert.equal(lookup['Resource'], 'arn:aws:states:::aws-sdk:dynamodb:getItem');
+      assert.deepEqual((lookup['Parameters'] as { Key: unknown }).Key, {
+        pk: { S: `CACHE#${stepId}` },
+        sk: { 'S.$': '$._step.key.value' },
+      });
+      assert.equal((lookup['Parameters'] as { ConsistentRead: boolean }).ConsistentRead, true);
+      const store = get(`${stepId}: Cache store`);
+      assert.equal(store['Resource'], 'arn:aws:states:::aws-sdk:dynamodb:putItem');
+      // Inputs -> key -> lookup -> choice: nothing runs before the cache is consulted.
+      assert.deepEqual(followNext(states, `${stepId}: Inputs`, `${stepId}: Cached?`), [
+        `${stepId}: Inputs`,
+        `${stepId}: Cache key`,
+        `${stepId}: Cache lookup`,
+      ]);
+      assert.match(String((get(`${stepId}: Cache key`)['Parameters'] as Record<string, string>)['value.$']), /^States\.Hash\(.*'SHA-256'\)$/);
+    }
+  });
+
+  it('serves a cache hit without any Lambda or Batch job: lookup, output check, restore', () => {
+    for (const stepId of ['prepare', 'square-item', 'sum', 'publish']) {
+      const choice = get(`${stepId}: Cached?`) as State & { Choices: { Variable: string; IsPresent: boolean; Next: string }[]; Default: string };
+      assert.equal(choice.Choices.length, 1);
+      assert.deepEqual(
+        { Variable: choice.Choices[0]!.Variable, IsPresent: choice.Choices[0]!.IsPresent },
+        { Variable: '$._step.lookup.Item', IsPresent: true },
+      );
+      const hitPath = followNext(states, choice.Choices[0]!.Next, `${stepId}: Done`);
+      assert.deepEqual(hitPath, [`${stepId}: Cache hit`, `${stepId}: Check outputs`, `${stepId}: Restore`]);
+      // The only task on the hit path is the HeadObject inside the output check.
+      const check = get(`${stepId}: Check outputs`);
+      const inner = Object.values((check['ItemProcessor'] as { States: Record<string, State> }).States);
+      assert.deepEqual(inner.map((s) => s['Resource']), ['arn:aws:states:::aws-sdk:s3:headObject']);
+      // A hit whose outputs are gone is a miss: the check's Catch goes to the runner.
+      assert.deepEqual(
+        (check['Catch'] as Catcher[]).map((c) => [c.ErrorEquals, c.Next]),
+        [[['States.ALL'], choice.Default]],
+      );
+      // The miss path runs the step and then stores the result.
+      const missPath = followNext(states, choice.Default, `${stepId}: Done`);
+      assert.ok(missPath.indexOf(`${stepId}: Cache store`) > 0, `store after the runner: ${missPath.join(' -> ')}`);
+      assert.equal(missPath.at(-1), `${stepId}: Deliver`);
+    }
+  });
+
+  it('retries Lambda invokes on Lambda service errors only, with full jitter', () => {
+    const invokes = tasks.filter(([, { state }]) => isLambda(state));
+    assert.deepEqual(invokes.map(([name]) => name).sort(), [
+      'approve: Wait for approval',
+      'prepare: Invoke',
+      'publish: Invoke',
+      'square-item: Invoke',
+    ]);
+    // Each step invokes its own function: the Resource of a payload-only invoke is its ARN.
+    for (const [stepId, fn] of [['prepare', 'Prepare'], ['square-item', 'Square'], ['publish', 'PublishArtifact']]) {
+      assert.match(String(get(`${stepId}: Invoke`)['Resource']), new RegExp(`^arn:aws:lambda:us-east-1:123456789012:function:${fn}[0-9A-F]{8}$`));
+    }
+    for (const [name, { state }] of invokes) {
+      const retry = state['Retry'] as Retrier[];
+      assert.equal(retry.length, 1, `${name}: one retrier`);
+      assert.deepEqual([...retry[0]!.ErrorEquals].sort(), [...LAMBDA_SERVICE_ERRORS].sort(), name);
+      assert.ok(retry[0]!.ErrorEquals.every((e) => e.startsWith('Lambda.')), `${name} retries a non-service error`);
+      assert.equal(retry[0]!.JitterStrategy, 'FULL', name);
+    }
+  });
+
+  it('runs the Batch job with submitJob.sync and no Step Functions retry', () => {
+    const run = get('sum: Run job');
+    assert.equal(run['Resource'], 'arn:aws:states:::batch:submitJob.sync');
+    assert.equal(run['Retry'], undefined, 'Batch attempts own user-code retries');
+    const environment = (run['Parameters'] as { ContainerOverrides: { Environment: { Name: string; 'Value.$': string }[] } })
+      .ContainerOverrides.Environment;
+    assert.deepEqual(environment, [
+      { Name: 'JOB_SPEC_URI', 'Value.$': '$._step.job.specUri' },
+      { Name: 'OUTPUT_URI', 'Value.$': '$._step.job.outputUri' },
+    ]);
+    // The spec is written before the job runs, the result read after it.
+    assert.deepEqual(followNext(states, 'sum: Job id', 'sum: Job result'), [
+      'sum: Job id',
+      'sum: Job paths',
+      'sum: Write spec',
+      'sum: Run job',
+      'sum: Read result',
+    ]);
+  });
+
+  it('retries a spot reclaim as a Batch attempt and exits on a non-zero exit code', () => {
+    const definitions = Object.values(template.findResources('AWS::Batch::JobDefinition')) as {
+      Properties: { RetryStrategy: { Attempts: number; EvaluateOnExit: Record<string, string>[] } };
+    }[];
+    assert.equal(definitions.length, 1);
+    const { Attempts, EvaluateOnExit } = definitions[0]!.Properties.RetryStrategy;
+    assert.equal(Attempts, 3);
+    const spot = EvaluateOnExit.findIndex((e) => e['Action'] === 'RETRY' && e['OnStatusReason'] === 'Host EC2*');
+    const exit = EvaluateOnExit.findIndex((e) => e['Action'] === 'EXIT' && e['OnExitCode'] === '*');
+    assert.ok(spot >= 0, `no RETRY on a spot reclaim: ${JSON.stringify(EvaluateOnExit)}`);
+    assert.ok(exit >= 0, `no EXIT on a non-zero exit code: ${JSON.stringify(EvaluateOnExit)}`);
+    // Batch applies the first entry that matches, so the reclaim must come first.
+    assert.ok(spot < exit, 'the spot RETRY precedes the EXIT');
+  });
+
+  it('fails with JobResultMissing when the job wrote no result.json', () => {
+    const read = get('sum: Read result');
+    assert.equal(read['Resource'], 'arn:aws:states:::aws-sdk:s3:getObject');
+    const catcher = (read['Catch'] as Catcher[]).find((c) => c.ErrorEquals.includes('S3.NoSuchKeyException'));
+    assert.ok(catcher, 'no Catch for S3.NoSuchKeyException');
+    const fail = get(catcher.Next);
+    assert.equal(fail.Type, 'Fail');
+    assert.equal(fail['Error'], 'JobResultMissing');
+    // Throttling is retried; a missing key is not.
+    assert.ok((read['Retry'] as Retrier[]).every((r) => !r.ErrorEquals.includes('S3.NoSuchKeyException')));
+  });
+
+  it("records each fan-out item's failure as its result instead of failing the Map", () => {
+    const map = get('square: Items');
+    assert.equal(map.Type, 'Map');
+    assert.equal(map['MaxConcurrency'], 4);
+    const processor = map['ItemProcessor'] as { StartAt: string; States: Record<string, State> };
+    const guard = processor.States[processor.StartAt]!;
+    assert.equal(guard.Type, 'Parallel');
+    assert.deepEqual(guard['ResultSelector'], { ok: true, 'value.$': '$[0].result' });
+    assert.deepEqual(guard['Catch'], [{ ErrorEquals: ['States.ALL'], ResultPath: '$.failure', Next: 'square: Item failed' }]);
+    const record = get('square: Item failed');
+    assert.equal(record.Type, 'Pass');
+    assert.equal(record['End'], true);
+    assert.deepEqual(record['Parameters'], {
+      ok: false,
+      'item.$': '$',
+      'error.$': '$.failure.Error',
+      'cause.$': '$.failure.Cause',
+    });
+    // The cached per-item step runs inside the guard.
+    assert.deepEqual(states.get('square-item: Invoke')?.enclosing, ['square: Items', 'square: Item']);
+  });
+
+  it('fails with FanOutFailed when more items fail than the tolerance allows', () => {
+    assert.deepEqual((get('square: Count items')['Parameters'] as Record<string, string>)['maxFailures.$'], '$.config.maxFailures');
+    const decide = get('square: Within tolerance?') as State & { Choices: Record<string, string>[]; Default: string };
+    assert.equal(decide.Type, 'Choice');
+    assert.equal(decide.Choices.length, 1);
+    assert.deepEqual(decide.Choices[0], {
+      Variable: '$._fanout.failed.value',
+      NumericGreaterThanPath: '$._fanout.maxFailures',
+      Next: 'square: Too many failures',
+    });
+    const fail = get('square: Too many failures');
+    assert.equal(fail.Type, 'Fail');
+    assert.equal(fail['Error'], 'FanOutFailed');
+    assert.equal(decide.Default, 'square: Tolerated');
+  });
+
+  it('waits for approval with a task token, a timeout and a Catch for States.Timeout', () => {
+    const wait = get('approve: Wait for approval');
+    assert.equal(wait['Resource'], 'arn:aws:states:::lambda:invoke.waitForTaskToken');
+    assert.equal(wait['TimeoutSeconds'], 3600);
+    assert.equal((wait['Parameters'] as { Payload: Record<string, unknown> }).Payload['taskToken.$'], '$$.Task.Token');
+    const catcher = (wait['Catch'] as Catcher[]).find((c) => c.ErrorEquals.includes('States.Timeout'));
+    assert.ok(catcher, 'no Catch for States.Timeout');
+    assert.equal(get(catcher.Next).Type, 'Fail');
+    assert.equal(get(catcher.Next)['Error'], 'ApprovalTimedOut');
+    // Only when the run asks for approval.
+    const gate = get('Approval required?') as State & { Choices: { Next: string }[]; Default: string };
+    assert.equal(gate.Choices[0]!.Next, 'approve: Wait for approval');
+    assert.equal(gate.Default, 'publish: Inputs');
+  });
+
+  it('caches the publish step, keyed without the execution id', () => {
+    assert.equal(get('publish: Cache lookup')['Resource'], 'arn:aws:states:::aws-sdk:dynamodb:getItem');
+    const inputs = JSON.stringify(get('publish: Inputs')['Parameters']);
+    assert.ok(!inputs.includes('$$.Execution'), `the cache key inputs name the execution: ${inputs}`);
+    const payload = get('publish: Invoke')['Parameters'] as Record<string, string>;
+    assert.equal(payload['executionId.$'], '$$.Execution.Id');
+    assert.equal(payload['request.$'], '$._step.in');
+  });
+
+  it('uses no JSONata, variables or Distributed Map', () => {
+    const forbidden = ['QueryLanguage', 'Arguments', 'Output', 'Assign', 'Items', 'ItemReader', 'ItemBatcher', 'ResultWriter'];
+    assert.equal(machine['QueryLanguage'], undefined);
+    for (const [name, { state }] of states) {
+      for (const field of forbidden) assert.equal(state[field], undefined, `${name} has ${field}`);
+      if (state.Type === 'Map') {
+        const mode = (state['ItemProcessor'] as { ProcessorConfig?: { Mode?: string } }).ProcessorConfig?.Mode;
+        assert.notEqual(mode, 'DISTRIBUTED', `${name} is a Distributed Map`);
+      }
+    }
+    assert.ok(!JSON.stringify(machine).includes('{%'), 'a JSONata expression');
+  });
+
+  it('keeps every state name within 80 characters', () => {
+    for (const name of states.keys()) assert.ok(name.length <= 80, `${name.length} characters: ${name}`);
+  });
+
+  it('passes the local ASL pre-pass, asl-validator included', () => {
+    const prepared = prepareAsl(machine as unknown as StateMachineDefinition);
+    assert.deepEqual(prepared.tasks.map((t) => t.name).sort(), tasks.map(([name]) => name).sort());
+    assert.deepEqual(prepared.duplicateTaskNames, []);
+  });
+});
+
+// ---- validation ----------------------------------------------------------------------------
+
+/** A fresh stack with imported stand-ins for the platform's resources. */
+function minimalScope(): { stack: Stack; resources: StepResources; steps: StepScope } {
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  const stack = new Stack(app, 'Minimal', { env: { account: '123456789012', region: 'us-east-1' } });
+  const resources: StepResources = {
+    bucket: Bucket.fromBucketName(stack, 'Bucket', 'pipelines-bucket'),
+    table: TableV2.fromTableName(stack, 'Table', 'pipelines-table'),
+    gpuQueue: JobQueue.fromJobQueueArn(stack, 'GpuQueue', 'arn:aws:batch:us-east-1:123456789012:job-queue/gpu'),
+    cpuQueue: JobQueue.fromJobQueueArn(stack, 'CpuQueue', 'arn:aws:batch:us-east-1:123456789012:job-queue/cpu'),
+    signingSecret: Secret.fromSecretNameV2(stack, 'Signing', 'approval-signing-key'),
+    anthropicSecret: Secret.fromSecretNameV2(stack, 'Anthropic', 'anthropic-api-key'),
+    senderEmail: 'pipelines@example.com',
+    approverEmail: 'approver@example.com',
+    approvalApiUrl: 'https://approvals.example.com',
+  };
+  return { stack, resources, steps: { pipeline: 'minimal', resources } };
+}
+
+const SQUARE_ENTRY = join(REPO_ROOT, 'test', 'fixtures', 'probe', 'functions', 'square.ts');
+
+/** Asserts that `build` throws a ConfigError naming `field` and the value received. */
+function throwsConfigError(build: () => unknown, field: string, value: string): void {
+  assert.throws(build, (error: unknown) => {
+    assert.ok(error instanceof ConfigError, `expected ConfigError, got ${String(error)}`);
+    assert.equal(error.field, field);
+    assert.ok(error.message.includes(field) && error.message.includes(value), error.message);
+    return true;
+  });
+}
+
+describe('step constructs validate their props', () => {
+  const square = (stack: Stack) => invoke(new PipelineFunction(stack, 'Square', { entry: SQUARE_ENTRY }));
+
+  it('throws when a step id is not a letter followed by letters, digits and "-" (at most 48)', () => {
+    for (const bad of ['1st', 'has space', 'under_score', `a${'b'.repeat(48)}`]) {
+      const { stack } = minimalScope();
+      throwsConfigError(() => step(stack, bad, { run: square(stack), inputs: {}, resultPath: '$.steps.x' }), 'stepId', bad);
+    }
+    const { stack, steps } = minimalScope();
+    throwsConfigError(() => fanOut(stack, 'bad id', { itemsPath: '$.items', iterator: (s) => new sfn.Pass(s, 'P'), resultPath: '$.r' }), 'stepId', 'bad id');
+    throwsConfigError(() => approvalGate(stack, 'bad id', { scope: steps, title: 't', detailsPath: '$.d', resultPath: '$.a' }), 'stepId', 'bad id');
+    // The longest valid id is accepted.
+    const ok = minimalScope();
+    step(ok.stack, `a${'b'.repeat(47)}`, { run: square(ok.stack), inputs: {}, resultPath: '$.steps.x' });
+  });
+
+  it('throws when resultPath is under $._step or not under $.', () => {
+    for (const bad of ['$._step', '$._step.out', 'steps.x', '$']) {
+      const { stack } = minimalScope();
+      throwsConfigError(() => step(stack, 'square', { run: square(stack), inputs: {}, resultPath: bad }), 'resultPath', bad);
+    }
+  });
+
+  it('throws when fanOut maxConcurrency is outside 1 to 40 (the inline Map limit)', () => {
+    const fan = (maxConcurrency: number) => {
+      const { stack } = minimalScope();
+      return fanOut(stack, 'square', { itemsPath: '$.items', iterator: (s) => new sfn.Pass(s, 'P'), resultPath: '$.r', maxConcurrency });
+    };
+    throwsConfigError(() => fan(0), 'maxConcurrency', '0');
+    throwsConfigError(() => fan(41), 'maxConcurrency', '41');
+    throwsConfigError(() => fan(2.5), 'maxConcurrency', '2.5');
+    fan(1);
+    fan(40);
+  });
+
+  it('throws when the fan-out tolerance maxFailures is negative', () => {
+    const fan = (maxFailures: number) => {
+      const { stack } = minimalScope();
+      return fanOut(stack, 'square', {
+        itemsPath: '$.items',
+        iterator: (s) => new sfn.Pass(s, 'P'),
+        resultPath: '$.r',
+        tolerance: { maxFailures },
+      });
+    };
+    throwsConfigError(() => fan(-1), 'tolerance.maxFailures', '-1');
+    fan(0);
+  });
+
+  it('throws when the approval timeout is under 1 minute or over 1 year', () => {
+    const gate = (timeout: Duration) => {
+      const { stack, steps } = minimalScope();
+      return approvalGate(stack, 'approve', { scope: steps, title: 't', detailsPath: '$.d', resultPath: '$.a', timeout });
+    };
+    throwsConfigError(() => gate(Duration.seconds(59)), 'timeout', '59 s');
+    throwsConfigError(() => gate(Duration.days(366)), 'timeout', String(366 * 24 * 3600));
+    gate(Duration.minutes(1));
+  });
+
+  it('throws when the artifact name is not lowercase letters, digits and "-"', () => {
+    for (const bad of ['Probe-Summary', 'probe_summary', '-probe', 'p'.repeat(64)]) {
+      const { stack, steps } = minimalScope();
+      throwsConfigError(
+        () => publishArtifact(stack, 'publish', { scope: steps, name: bad, filesPath: '$.files', resultPath: '$.p' }),
+        'name',
+        bad,
+      );
+    }
+  });
+
+  it('throws when the Batch job folder has no Dockerfile', () => {
+    for (const job of ['common', 'no-such-job']) {
+      const { stack, resources } = minimalScope();
+      throwsConfigError(() => new BatchJob(stack, 'Job', { job, resources }), 'job', job);
+    }
+  });
+
+  it('throws when a Batch job asks for more than 8 GPUs', () => {
+    const { stack, resources } = minimalScope();
+    throwsConfigError(() => new BatchJob(stack, 'Job', { job: 'probe-sum', resources, gpus: 9 }), 'gpus', '9');
+    throwsConfigError(() => new BatchJob(stack, 'Job2', { job: 'probe-sum', resources, gpus: -1 }), 'gpus', '-1');
+  });
+
+  it('throws when Batch attempts are outside 1 to 10 (the Batch limit)', () => {
+    const { stack, resources } = minimalScope();
+    throwsConfigError(() => new BatchJob(stack, 'Job', { job: 'probe-sum', resources, attempts: 11 }), 'attempts', '11');
+    throwsConfigError(() => new BatchJob(stack, 'Job2', { job: 'probe-sum', resources, attempts: 0 }), 'attempts', '0');
+    new BatchJob(stack, 'Job3', { job: 'probe-sum', resources, attempts: 10 });
+  });
+
+  it('throws when the S3 trigger key pattern is not an S3 key pattern', () => {
+    for (const bad of ['/checkpoints/*/manifest.json', 'checkpoints/{run}/manifest.json', 'checkpoints/a b', '']) {
+      const { stack, steps } = minimalScope();
+      const stateMachine = sfn.StateMachine.fromStateMachineArn(stack, 'Machine', 'arn:aws:states:us-east-1:123456789012:stateMachine:minimal');
+      throwsConfigError(() => new S3Trigger(stack, 'Trigger', { scope: steps, keyPattern: bad, stateMachine }), 'keyPattern', bad);
+    }
+  });
+
+  it('throws when a PipelineFunction memorySize is outside 128 to 10240 MiB', () => {
+    const { stack } = minimalScope();
+    throwsConfigError(() => new PipelineFunction(stack, 'Small', { entry: SQUARE_ENTRY, memorySize: 64 }), 'memorySize', '64');
+    throwsConfigError(() => new PipelineFunction(stack, 'Big', { entry: SQUARE_ENTRY, memorySize: 10241 }), 'memorySize', '10241');
+    new PipelineFunction(stack, 'Smallest', { entry: SQUARE_ENTRY, memorySize: 128 });
+  });
+});

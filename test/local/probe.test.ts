@@ -1,0 +1,157 @@
+/**
+ * The probe pipeline end to end on the embedded runtime: every step kind against real
+ * emulators, the cache across runs, and the faults a user meets (a Lambda that throws, a
+ * Batch job that fails or leaves no result, an oversized state, lost S3 outputs).
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DeleteObjectCommand, GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { LocalRuntime, type ExecutionRecord } from '#infra/local/runtime.ts';
+import { dynamoClient } from '#shared/clients/aws.ts';
+import { getArtifactVersion, listArtifactVersions } from '#shared/artifacts.ts';
+import { ProbeConfig } from '../fixtures/probe/config.ts';
+
+const config = (overrides: Record<string, unknown> = {}) => ProbeConfig.parse({ items: [1, 2, 3], ...overrides });
+
+describe('probe pipeline on the embedded runtime', () => {
+  let runtime: LocalRuntime;
+  let dataDir: string;
+  const run = (overrides: Record<string, unknown> = {}): Promise<ExecutionRecord> =>
+    runtime.startExecution('probe', { config: config(overrides) }).done;
+  const where = () => ({ table: runtime.resources.tables[0]!, bucket: runtime.resources.buckets[0]! });
+
+  before(async () => {
+    dataDir = mkdtempSync(join(tmpdir(), 'fp-probe-'));
+    runtime = await LocalRuntime.start({ dataDir, retryDelayMs: 1 });
+  });
+  after(async () => {
+    await runtime.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('runs every step kind and publishes the summary artifact', async () => {
+    const record = await run({ items: [1, 2, 3, 5] });
+    assert.equal(record.status, 'SUCCEEDED', record.cause);
+    const output = record.output as { total: number; artifact: { name: string; version: number }; square: { ok: boolean; value: { square: number } }[] };
+    assert.equal(output.total, 1 + 4 + 9 + 25);
+    assert.deepEqual(output.square.map((s) => s.value.square), [1, 4, 9, 25]);
+    assert.equal(record.stats.batchJobs, 1);
+    // prepare + 4 squares + publish
+    assert.equal(record.stats.lambdaInvocations, 6);
+    const artifact = await getArtifactVersion(where(), 'probe-summary', output.artifact.version);
+    assert.deepEqual(artifact.metrics, { total: 39, count: 4 });
+    assert.equal(artifact.executionId, record.executionArn);
+    const summary = await new S3Client({ forcePathStyle: true }).send(new GetObjectCommand({ Bucket: where().bucket, Key: new URL(artifact.files[0]!.uri).pathname.slice(1) }));
+    assert.equal(JSON.parse(await summary.Body!.transformToString()).total, 39);
+  });
+
+  it('reruns fully cached: the same output with zero Lambda invocations and zero Batch jobs', async () => {
+    const first = await run({ items: [7, 8] });
+    const second = await run({ items: [7, 8] });
+    assert.equal(second.status, 'SUCCEEDED');
+    assert.deepEqual(second.output, first.output);
+    assert.equal(second.stats.lambdaInvocations, 0);
+    assert.equal(second.stats.batchJobs, 0);
+  });
+
+  it('keys each fan-out item by its own input: one cache entry per item', async () => {
+    await run({ items: [11, 12, 13] });
+    const out = await dynamoClient().send(
+      new QueryCommand({ TableName: where().table, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': 'CACHE#square-item' } }),
+    );
+    const inputs = new Set((out.Items ?? []).map((i) => i.inputs as string));
+    for (const x of [11, 12, 13]) assert.ok(inputs.has(JSON.stringify({ x })), `no cache entry for item ${x}`);
+  });
+
+  it('recomputes a cached step whose S3 outputs were deleted (a hit with dangling URIs is a miss)', async () => {
+    await run({ items: [21, 22] });
+    // The sum job's summary.json, listed in its cached result's s3Outputs.
+    const entries = await dynamoClient().send(
+      new QueryCommand({ TableName: where().table, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': 'CACHE#sum' } }),
+    );
+    const entry = entries.Items!.find((i) => i.inputs === JSON.stringify({ values: [441, 484], fault: 'none' }))!;
+    const [output] = JSON.parse(entry.s3Outputs as string) as { Bucket: string; Key: string }[];
+    await new S3Client({ forcePathStyle: true }).send(new DeleteObjectCommand({ Bucket: output!.Bucket, Key: output!.Key }));
+    const second = await run({ items: [21, 22] });
+    assert.equal(second.status, 'SUCCEEDED', second.cause);
+    assert.equal(second.stats.batchJobs, 1, 'the sum job runs again');
+    // prepare and the squares stay cached; publish runs for the new summary file.
+    assert.equal(second.stats.lambdaInvocations, 1);
+    assert.equal((second.output as { total: number }).total, 441 + 484);
+  });
+
+  it('publishes a new version instead of overwriting, and records lineage', async () => {
+    const first = await run({ items: [31] });
+    const parent = (first.output as { artifact: { version: number } }).artifact.version;
+    const second = await run({ items: [32], lineage: [{ name: 'probe-summary', version: parent }] });
+    assert.equal(second.status, 'SUCCEEDED', second.cause);
+    const child = await getArtifactVersion(where(), 'probe-summary', (second.output as { artifact: { version: number } }).artifact.version);
+    assert.ok(child.version > parent);
+    assert.deepEqual(child.lineage, [{ name: 'probe-summary', version: parent }]);
+    const versions = await listArtifactVersions(where(), 'probe-summary');
+    assert.equal(new Set(versions.map((v) => v.version)).size, versions.length);
+  });
+
+  it('a Lambda that throws fails its fan-out item; beyond the tolerance the run fails with FanOutFailed', async () => {
+    const record = await run({ items: [2, -3, 4] });
+    assert.equal(record.status, 'FAILED');
+    assert.equal(record.error, 'FanOutFailed');
+  });
+
+  it('within the tolerance, the failed item is recorded with its error and the run goes on', async () => {
+    const record = await run({ items: [2, -3, 4], maxFailures: 1 });
+    assert.equal(record.status, 'SUCCEEDED', record.cause);
+    const output = record.output as { total: number; square: { ok: boolean; error?: string; cause?: string; item?: { item: number } }[] };
+    assert.equal(output.total, 4 + 16);
+    const failed = output.square.filter((s) => !s.ok);
+    assert.equal(failed.length, 1);
+    assert.equal(failed[0]!.error, 'NegativeItem');
+    assert.match(failed[0]!.cause!, /item -3 is negative/);
+    assert.equal(failed[0]!.item!.item, -3);
+  });
+
+  it('a Batch job that exits non-zero fails the run with States.TaskFailed and its exit code', async () => {
+    const record = await run({ items: [41], jobFault: 'exit' });
+    assert.equal(record.status, 'FAILED');
+    assert.equal(record.error, 'States.TaskFailed');
+    const cause = JSON.parse(record.cause!) as { Status: string; Container: { ExitCode: number }; StderrTail: string };
+    assert.equal(cause.Container.ExitCode, 3);
+    assert.match(cause.StderrTail, /fault drill/);
+  });
+
+  it('a Batch job that writes no result.json fails the run with JobResultMissing', async () => {
+    const record = await run({ items: [42], jobFault: 'no-result' });
+    assert.equal(record.status, 'FAILED');
+    assert.equal(record.error, 'JobResultMissing');
+    assert.match(record.cause!, /wrote no result\.json/);
+  });
+
+  it('a state output over 256 KiB fails the run naming the state, as AWS does', async () => {
+    const record = await run({ items: [43], padKiB: 300 });
+    assert.equal(record.status, 'FAILED');
+    assert.equal(record.error, 'States.DataLimitExceeded');
+    assert.match(record.cause!, /"prepare: Invoke"/);
+  });
+
+  it('a failed run leaves the cache, the artifact index and earlier results as they were', async () => {
+    const before = await listArtifactVersions(where(), 'probe-summary');
+    const cached = await run({ items: [7, 8] });
+    assert.equal(cached.stats.lambdaInvocations, 0);
+    const failed = await run({ items: [7, 8], jobFault: 'exit' });
+    assert.equal(failed.status, 'FAILED');
+    const again = await run({ items: [7, 8] });
+    assert.equal(again.stats.lambdaInvocations, 0);
+    assert.equal(again.stats.batchJobs, 0);
+    assert.deepEqual(await listArtifactVersions(where(), 'probe-summary'), before);
+  });
+
+  it('starts from the trigger input shape as well as from a config', async () => {
+    const record = await runtime.startExecution('probe', { trigger: { bucket: where().bucket, key: 'checkpoints/probe/t/manifest.json' } }).done;
+    assert.equal(record.status, 'SUCCEEDED', record.cause);
+    assert.equal((record.output as { total: number }).total, 1 + 4 + 9);
+  });
+});

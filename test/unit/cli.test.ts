@@ -1,0 +1,196 @@
+/**
+ * The command line: errors that name what was wrong, `--target aws` against a mocked AWS
+ * (CloudFormation and Step Functions at the SDK edge), and the local commands end to end.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { mockClient } from 'aws-sdk-client-mock';
+import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
+import { DescribeExecutionCommand, GetExecutionHistoryCommand, SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
+import { main } from '#infra/cli.ts';
+import { runAws } from '#infra/cli/run-aws.ts';
+import { pipelineNamed, resolveConfig } from '#infra/cli/config.ts';
+import { diffJson } from '#infra/cli/cache-explain.ts';
+
+function capture() {
+  const out: string[] = [];
+  const err: string[] = [];
+  return { io: { out: (l: string) => out.push(l), err: (l: string) => err.push(l) }, out, err, text: () => [...out, ...err].join('\n') };
+}
+
+describe('cli: errors', () => {
+  it('an unknown pipeline names it and lists the known ones', async () => {
+    const c = capture();
+    assert.equal(await main(['run', 'nope'], c.io), 1);
+    assert.match(c.text(), /unknown pipeline "nope"; known pipelines: probe/);
+  });
+
+  it('a config that fails its schema names the field and the value', async () => {
+    const c = capture();
+    assert.equal(await main(['run', 'probe', '--config', '{"items":"x"}'], c.io), 1);
+    assert.match(c.text(), /config\.items: .*expected array.*\(got "x"\)/);
+    assert.throws(() => resolveConfig(pipelineNamed('probe'), { config: '{"items":[1],"maxFailures":-1}' }), /config\.maxFailures.*\(got -1\)/);
+    assert.throws(() => resolveConfig(pipelineNamed('probe'), { config: '{"items":[1],"extra":1}' }), /config: .*extra/);
+  });
+
+  it('malformed config JSON is named as such', async () => {
+    const c = capture();
+    assert.equal(await main(['run', '--config', '{items:'], c.io), 1);
+    assert.match(c.text(), /--config: is neither a JSON file nor JSON text/);
+  });
+
+  it('an unknown option or command gets the usage', async () => {
+    const c = capture();
+    assert.equal(await main(['run', '--bogus'], c.io), 2);
+    assert.match(c.text(), /usage:/);
+    const d = capture();
+    assert.equal(await main(['frobnicate'], d.io), 2);
+    assert.match(d.text(), /unknown command "frobnicate"/);
+  });
+
+  it('reset refuses without --yes', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fp-cli-reset-'));
+    const c = capture();
+    assert.equal(await main(['reset', '--data-dir', dir], c.io), 1);
+    assert.match(c.text(), /pass --yes/);
+    assert.ok(existsSync(dir));
+    assert.equal(await main(['reset', '--yes', '--data-dir', dir], capture().io), 0);
+    assert.ok(!existsSync(dir));
+  });
+
+  it('config keys are sorted so equal configs give equal cache keys', () => {
+    const a = resolveConfig(pipelineNamed('probe'), { config: '{"label":"a","items":[1]}' });
+    const b = resolveConfig(pipelineNamed('probe'), { config: '{"items":[1],"label":"a"}' });
+    assert.equal(JSON.stringify(a), JSON.stringify(b));
+    assert.deepEqual(Object.keys(a), [...Object.keys(a)].sort());
+  });
+});
+
+describe('cli: --target aws', () => {
+  const cfn = mockClient(CloudFormationClient);
+  const sfn = mockClient(SFNClient);
+  after(() => {
+    cfn.restore();
+    sfn.restore();
+  });
+
+  it('a missing deployment says which stack to deploy', async () => {
+    cfn.reset();
+    cfn.on(DescribeStacksCommand).rejects(Object.assign(new Error('Stack with id FrontierProbe does not exist'), { name: 'ValidationError' }));
+    const c = capture();
+    assert.equal(await main(['run', 'probe', '--target', 'aws'], c.io), 1);
+    assert.match(c.text(), /pipeline probe is not deployed in .* \(no stack FrontierProbe\); deploy it with: npx cdk deploy FrontierProbe/);
+  });
+
+  it('starts the deployed state machine and follows it to the end', async () => {
+    cfn.reset();
+    sfn.reset();
+    const arn = 'arn:aws:states:eu-west-1:123456789012:stateMachine:probe';
+    cfn.on(DescribeStacksCommand).resolves({ Stacks: [{ StackName: 'FrontierProbe', CreationTime: new Date(), StackStatus: 'CREATE_COMPLETE', Outputs: [{ OutputKey: 'StateMachineArn', OutputValue: arn }] }] });
+    sfn.on(StartExecutionCommand).resolves({ executionArn: `${arn}:exec`, startDate: new Date() });
+    sfn
+      .on(GetExecutionHistoryCommand)
+      .resolvesOnce({ events: [{ id: 1, timestamp: new Date(), type: 'TaskStateEntered', stateEnteredEventDetails: { name: 'prepare: Invoke' } }] })
+      .resolves({ events: [{ id: 2, timestamp: new Date(), type: 'MapIterationSucceeded' }] });
+    sfn.on(DescribeExecutionCommand).resolvesOnce({ status: 'RUNNING', executionArn: `${arn}:exec`, stateMachineArn: arn, startDate: new Date() }).resolves({
+      status: 'SUCCEEDED',
+      executionArn: `${arn}:exec`,
+      stateMachineArn: arn,
+      startDate: new Date(),
+      output: '{"total":14}',
+    });
+    const c = capture();
+    const result = await runAws(pipelineNamed('probe'), { items: [1] }, { pollMs: 1 }, c.io, { cfn: new CloudFormationClient({ region: 'eu-west-1' }), sfn: new SFNClient({ region: 'eu-west-1' }) });
+    assert.equal(result.status, 'SUCCEEDED');
+    assert.deepEqual(result.output, { total: 14 });
+    const start = sfn.commandCalls(StartExecutionCommand)[0]!.args[0].input;
+    assert.equal(start.stateMachineArn, arn);
+    assert.deepEqual(JSON.parse(start.input!), { config: { items: [1] } });
+    assert.match(c.text(), /> prepare: Invoke/);
+    assert.match(c.text(), /map items: 1 done/);
+  });
+});
+
+describe('cli: local commands end to end', () => {
+  let dir: string;
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'fp-cli-'));
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('run, runs, artifacts, approvals and cache explain', async () => {
+    const run = capture();
+    assert.equal(await main(['run', '--data-dir', dir, '--config', '{"items":[2,3]}'], run.io), 0, run.text());
+    assert.match(run.text(), /> prepare/);
+    assert.match(run.text(), /square: Items: 2 done/);
+    assert.match(run.text(), /SUCCEEDED in .* 1 Batch jobs/);
+
+    const runs = capture();
+    assert.equal(await main(['runs', '--data-dir', dir], runs.io), 0);
+    assert.match(runs.text(), /probe\s+SUCCEEDED/);
+
+    const list = capture();
+    assert.equal(await main(['artifacts', 'list', '--data-dir', dir], list.io), 0);
+    assert.match(list.text(), /probe-summary\s+1/);
+
+    const show = capture();
+    assert.equal(await main(['artifacts', 'show', 'probe-summary@1', '--data-dir', dir], show.io), 0, show.text());
+    assert.match(show.text(), /probe-summary@1 {2}s3:\/\//);
+    assert.match(show.text(), /lineage\n {4}probe-summary@1 {2}\(made by arn:aws:states:/);
+    assert.match(show.text(), /metrics {4}\{"total":13,"count":2\}/);
+
+    const missing = capture();
+    assert.equal(await main(['artifacts', 'show', 'probe-summary@9', '--data-dir', dir], missing.io), 1);
+    assert.match(missing.text(), /artifact "probe-summary" has no version 9/);
+
+    const approvals = capture();
+    assert.equal(await main(['approvals', 'list', '--data-dir', dir], approvals.io), 0);
+    assert.match(approvals.text(), /no approvals yet/);
+
+    const explain = capture();
+    assert.equal(await main(['cache', 'explain', 'probe', '--data-dir', dir], explain.io), 0, explain.text());
+    assert.match(explain.text(), /prepare\n {2}1 entry; latest from .*\n {2}code version: unchanged/);
+
+    // A second run with other items: explain names the input field that differs.
+    assert.equal(await main(['run', '--data-dir', dir, '--config', '{"items":[2,4]}'], capture().io), 0);
+    const explain2 = capture();
+    assert.equal(await main(['cache', 'explain', 'probe', 'prepare', '--data-dir', dir], explain2.io), 0);
+    assert.match(explain2.text(), /inputs: the latest two entries differ at \$\.items\[1\]/);
+  });
+
+  it('cache explain names the files that changed since the latest entry', async () => {
+    // Record an entry made with an older code version of prepare: its manifest differs in one file.
+    const versions = join(dir, 'code-versions');
+    const current = readdirSync(versions).map((f) => ({ f, c: JSON.parse(readFileSync(join(versions, f), 'utf8')) as Record<string, string> }))
+      .find(({ c }) => 'test/fixtures/probe/functions/prepare.ts' in c)!;
+    const older = { ...current.c, 'test/fixtures/probe/functions/prepare.ts': '0'.repeat(64) };
+    const olderHash = 'f'.repeat(64);
+    writeFileSync(join(versions, `${olderHash}.json`), JSON.stringify(older));
+    const { LocalRuntime } = await import('#infra/local/runtime.ts');
+    const { PutCommand } = await import('@aws-sdk/lib-dynamodb');
+    const { dynamoClient } = await import('#shared/clients/aws.ts');
+    const runtime = await LocalRuntime.start({ dataDir: dir });
+    try {
+      await dynamoClient().send(
+        new PutCommand({
+          TableName: runtime.resources.tables[0]!,
+          Item: { pk: 'CACHE#prepare', sk: 'older', codeVersion: olderHash, inputs: '{}', createdAt: '2999-01-01T00:00:00.000Z', executionId: 'x' },
+        }),
+      );
+    } finally {
+      await runtime.stop();
+    }
+    const explain = capture();
+    assert.equal(await main(['cache', 'explain', 'probe', 'prepare', '--data-dir', dir], explain.io), 0);
+    assert.match(explain.text(), /code version: CHANGED ffffffffffff -> [0-9a-f]{12}/);
+    assert.match(explain.text(), /changed: test\/fixtures\/probe\/functions\/prepare\.ts/);
+  });
+
+  it('diffJson names nested paths', () => {
+    assert.deepEqual(diffJson({ a: 1, b: [1, 2] }, { a: 1, b: [1, 3], c: 0 }), ['$.b[1]', '$.c']);
+    assert.deepEqual(diffJson({ a: 1 }, { a: 1 }), []);
+  });
+});
