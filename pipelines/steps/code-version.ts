@@ -33,8 +33,8 @@ function fromComponents(components: Record<string, string>, salt: string | undef
 }
 
 /** Code version of a TypeScript handler: its bundle's first-party files and package versions. */
-export function handlerCodeVersion(entry: string, salt?: string): CodeVersion {
-  const memoKey = `ts:${entry}:${salt ?? ''}`;
+export function handlerCodeVersion(entry: string, salt?: string, externals: readonly string[] = []): CodeVersion {
+  const memoKey = `ts:${entry}:${salt ?? ''}:${externals.join(',')}`;
   const cached = memo.get(memoKey);
   if (cached) return cached;
   const result = buildSync({
@@ -47,8 +47,14 @@ export function handlerCodeVersion(entry: string, salt?: string): CodeVersion {
     format: 'esm',
     target: 'node22',
     logLevel: 'silent',
+    // Native packages shipped beside the bundle: counted by version below, not bundled.
+    external: [...externals],
   });
   const components: Record<string, string> = {};
+  for (const name of externals) {
+    const version = (JSON.parse(readFileSync(join(REPO_ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+    components[`npm:${name}`] = version;
+  }
   for (const input of Object.keys(result.metafile!.inputs)) {
     const pkg = packageOf(input);
     if (pkg) {

@@ -5,7 +5,7 @@
  */
 import { Duration, RemovalPolicy } from 'aws-cdk-lib';
 import { Architecture, Runtime, type CfnFunction } from 'aws-cdk-lib/aws-lambda';
-import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import { NodejsFunction, OutputFormat, type ICommandHooks } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { Construct } from 'constructs';
 import { relative, sep } from 'node:path';
@@ -22,6 +22,21 @@ export const META = {
   jobCommand: 'frontier:jobCommand',
 } as const;
 
+/** onnxruntime-node and what it needs at run time (adm-zip and global-agent serve only its installer). */
+const ONNX_PACKAGES = ['onnxruntime-node', 'onnxruntime-common'] as const;
+
+/** Lambda runs linux-x64 here (Architecture.X86_64): every other platform's binary is dead weight. */
+const onnxRuntimeHooks: ICommandHooks = {
+  beforeBundling: () => [],
+  beforeInstall: () => [],
+  afterBundling: (_inputDir: string, outputDir: string) => [
+    `mkdir -p "${outputDir}/node_modules"`,
+    ...ONNX_PACKAGES.map((p) => `cp -R "${REPO_ROOT}/node_modules/${p}" "${outputDir}/node_modules/"`),
+    `find "${outputDir}/node_modules/onnxruntime-node/bin" -mindepth 2 -maxdepth 2 ! -name linux -exec rm -rf {} +`,
+    `find "${outputDir}/node_modules/onnxruntime-node/bin" -mindepth 3 -maxdepth 3 -path '*/linux/*' ! -name x64 -exec rm -rf {} +`,
+  ],
+};
+
 export interface PipelineFunctionProps {
   /** Absolute path of the handler's TypeScript module. */
   readonly entry: string;
@@ -35,8 +50,12 @@ export interface PipelineFunctionProps {
   readonly memorySize?: number;
   /** Log retention. Default: one month. */
   readonly logRetention?: RetentionDays;
-  /** Packages left out of the bundle and installed into the asset (native modules). */
-  readonly nodeModules?: string[];
+  /**
+   * Ship onnxruntime-node (a native module esbuild cannot bundle) next to the bundle, copied
+   * from the repository's node_modules with only its linux-x64 binaries: the package carries
+   * every platform's (288 MB), over Lambda's 250 MB unzipped limit. Default: false.
+   */
+  readonly onnxRuntime?: boolean;
   /** Changes the code version on purpose, invalidating cached results of this function. */
   readonly salt?: string;
   /** Description shown in the console. */
@@ -73,14 +92,14 @@ export class PipelineFunction extends NodejsFunction {
         target: 'node22',
         sourceMap: true,
         // The SDK is bundled at the pinned versions rather than taken from the runtime.
-        externalModules: [],
-        nodeModules: props.nodeModules,
+        externalModules: props.onnxRuntime ? [...ONNX_PACKAGES] : [],
+        commandHooks: props.onnxRuntime ? onnxRuntimeHooks : undefined,
         mainFields: ['module', 'main'],
         banner: "import { createRequire as __createRequire } from 'module'; const require = __createRequire(import.meta.url);",
         forceDockerBundling: false,
       },
     });
-    this.codeVersion = handlerCodeVersion(props.entry, props.salt);
+    this.codeVersion = handlerCodeVersion(props.entry, props.salt, props.onnxRuntime ? ONNX_PACKAGES : []);
     const cfn = this.node.defaultChild as CfnFunction;
     cfn.addMetadata(META.entry, relative(REPO_ROOT, props.entry).split(sep).join('/'));
     cfn.addMetadata(META.handler, props.handler ?? 'handler');

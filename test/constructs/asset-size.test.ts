@@ -10,7 +10,10 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { App, type Stack } from 'aws-cdk-lib';
+import { App, Stack as CdkStack, type Stack } from 'aws-cdk-lib';
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { PipelineFunction } from '#pipelines/steps/function.ts';
 import * as cxapi from 'aws-cdk-lib/cx-api';
 import type { CloudAssembly } from 'aws-cdk-lib/cx-api';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
@@ -24,6 +27,15 @@ const LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024;
 const STACKS: { readonly id: string; readonly build: (app: App, platform: PlatformResources) => Stack }[] = [
   // Pipeline stacks, e.g. { id: 'Elo', build: (app, platform) => new EloStack(app, 'Elo', { platform }) },
   { id: 'Probe', build: (app, platform) => new ProbeStack(app, 'Probe', { resources: platform }) },
+  // A function that ships onnxruntime-node (288 MB for every platform; linux-x64 alone fits).
+  {
+    id: 'Onnx',
+    build: (app) => {
+      const stack = new CdkStack(app, 'Onnx');
+      new PipelineFunction(stack, 'Inference', { entry: join(REPO_ROOT, 'test/fixtures/onnx/handler.ts'), onnxRuntime: true });
+      return stack;
+    },
+  },
 ];
 
 const CDK_CONTEXT = (JSON.parse(readFileSync(join(REPO_ROOT, 'cdk.json'), 'utf8')) as { context: Record<string, unknown> })
@@ -84,4 +96,23 @@ describe('Lambda bundle sizes', () => {
       assert.ok(measured > 0 || functions.length === 0, `${stackId}: no function carried aws:asset:path metadata`);
     });
   }
+
+  it('ships onnxruntime-node with its linux-x64 binary only, and the bundle loads it', () => {
+    const template = assembly.getStackByName('Onnx').template as { Resources: Record<string, TemplateResource> };
+    const [, fn] = Object.entries(template.Resources).find(([, r]) => r.Type === 'AWS::Lambda::Function')!;
+    const asset = join(outdir, String(fn.Metadata![cxapi.ASSET_RESOURCE_METADATA_PATH_KEY]));
+    const bin = join(asset, 'node_modules/onnxruntime-node/bin/napi-v6');
+    assert.deepEqual(readdirSync(bin), ['linux']);
+    assert.deepEqual(readdirSync(join(bin, 'linux')), ['x64']);
+    assert.ok(existsSync(join(bin, 'linux/x64/onnxruntime_binding.node')));
+    assert.ok(directorySize(asset) < 80 * 1024 * 1024, 'linux-x64 alone is about 45 MB');
+    // The bundle, as Lambda would load it: from its own folder, with nothing else on the path.
+    const probe = spawnSync(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(join(asset, 'index.mjs'))}); console.log(JSON.stringify(await m.handler()));`], {
+      cwd: asset,
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH ?? '' },
+    });
+    assert.equal(probe.status, 0, probe.stderr);
+    assert.deepEqual(JSON.parse(probe.stdout.trim()), { onnxRuntime: true, tensor: [2] });
+  });
 });
