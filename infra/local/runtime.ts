@@ -10,7 +10,7 @@
  * outbox as .eml files; the approval API is served on loopback by the same handler as on AWS.
  */
 import './polyfill.ts';
-import { CreateBucketCommand, HeadBucketCommand, HeadObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { CreateBucketCommand, GetObjectCommand, HeadBucketCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { CreateTableCommand, DynamoDBClient, waitUntilTableExists, type KeySchemaElement } from '@aws-sdk/client-dynamodb';
 import { StateMachine, type StateMachineDefinition } from 'aws-local-stepfunctions';
 import { EventEmitter } from 'node:events';
@@ -37,6 +37,7 @@ import { startHttpApi } from './http-api.ts';
 import { LambdaHost, TaskError, type LocalFunction } from './lambda-host.ts';
 import { LOCAL_ACCOUNT, LOCAL_REGION, TemplateResolver, type SynthStack } from './resolve.ts';
 import { callSdk, sdkIntegration } from './sdk-tasks.ts';
+import { DISTRIBUTED_MAP_RESOURCE, exceedsTolerance, lowerDistributedMaps, type DistributedMapDef, type DistributedMapInput } from './distributed-map.ts';
 import { writeEml } from './outbox.ts';
 
 /** The emulators' credentials (s3rver knows only this key). */
@@ -96,6 +97,8 @@ interface LocalMachine {
   readonly asl: StateMachineDefinition;
   readonly engine: StateMachine;
   readonly tasks: TaskRef[];
+  /** Lowered Distributed Maps by state name, each with an engine for its item processor. */
+  readonly distributed: Map<string, DistributedMapDef & { engine: StateMachine; selector?: StateMachine }>;
 }
 
 export interface Execution {
@@ -104,6 +107,18 @@ export interface Execution {
   /** Settles when the execution ends, with its final record (it never rejects). */
   readonly done: Promise<ExecutionRecord>;
   abort(): void;
+}
+
+/** The Pass state that applies a Distributed Map's ItemSelector to each item. */
+const ITEM_SELECTOR_STATE = 'Item selector (local)';
+
+/** What the task handlers of one execution share. */
+interface RunScope {
+  readonly record: ExecutionRecord;
+  readonly machine: LocalMachine;
+  readonly handlers: Record<string, (input: unknown) => Promise<unknown>>;
+  overrides: Record<string, unknown>;
+  readonly context: Record<string, unknown>;
 }
 
 /** A non-catchable error, as AWS treats States.DataLimitExceeded (States.ALL does not match it). */
@@ -352,14 +367,32 @@ export class LocalRuntime extends EventEmitter {
       const pipeline = resource.Metadata?.[PIPELINE_META];
       if (typeof pipeline !== 'string') continue;
       const definition = JSON.parse(String(resolver.resolve(stack, resource.Properties!.DefinitionString))) as StateMachineDefinition;
-      const prepared = prepareAsl(definition);
-      for (const task of prepared.tasks) this.checkTaskSupported(pipeline, task);
+      const lowered = lowerDistributedMaps(definition);
+      const prepared = prepareAsl(lowered.asl);
+      const tasks = [...prepared.tasks];
+      const distributed = new Map<string, DistributedMapDef & { engine: StateMachine; selector?: StateMachine }>();
+      for (const [name, map] of lowered.maps) {
+        const sub = prepareAsl(map.processor);
+        tasks.push(...sub.tasks);
+        // ItemSelector is evaluated by a one-Pass machine, with the Map's input as `$` and the
+        // item in `$$.Map.Item`; its output is the child run's input, as on AWS.
+        const selector =
+          map.itemSelector === undefined
+            ? undefined
+            : new StateMachine(
+                { StartAt: ITEM_SELECTOR_STATE, States: { [ITEM_SELECTOR_STATE]: { Type: 'Pass', Parameters: map.itemSelector as never, End: true } } },
+                { validationOptions: { noValidate: true } },
+              );
+        distributed.set(name, { ...map, engine: new StateMachine(sub.asl, { validationOptions: { noValidate: true } }), selector });
+      }
+      for (const task of tasks) this.checkTaskSupported(pipeline, task);
       this.machines.set(pipeline, {
         pipeline,
         arn: resolver.refOf(stack, logicalId, resource),
         asl: prepared.asl,
         engine: new StateMachine(prepared.asl, { validationOptions: { noValidate: true } }),
-        tasks: prepared.tasks,
+        tasks,
+        distributed,
       });
     }
   }
@@ -370,6 +403,7 @@ export class LocalRuntime extends EventEmitter {
       this.functions.has(r) ||
       /^arn:aws:states:::lambda:invoke(\.waitForTaskToken)?$/.test(r) ||
       r === 'arn:aws:states:::batch:submitJob.sync' ||
+      r === DISTRIBUTED_MAP_RESOURCE ||
       sdkIntegration(r) !== undefined;
     if (!known) {
       throw new UnsupportedLocally(`${pipeline}: state "${task.name}" uses ${r}, which the local runtime cannot run`);
@@ -399,17 +433,23 @@ export class LocalRuntime extends EventEmitter {
     };
     this.persist(record);
     let failure: TaskError | undefined;
-    const run = machine.engine.run(input as never, {
-      overrides: {
-        taskResourceLocalHandlers: Object.fromEntries(machine.tasks.map((t) => [t.name, this.taskHandler(t, record)])) as never,
-        ...(this.options.retryDelayMs !== undefined ? { retryIntervalOverrides: retryOverrides(machine.tasks, this.options.retryDelayMs) } : {}),
-      },
+    const scope: RunScope = {
+      record,
+      machine,
+      handlers: {},
+      overrides: {},
       context: {
-        Execution: { Id: executionArn, Name: name, Input: input as never, StartTime: startDate, RoleArn: `arn:aws:iam::${LOCAL_ACCOUNT}:role/local` },
+        Execution: { Id: executionArn, Name: name, Input: input, StartTime: startDate, RoleArn: `arn:aws:iam::${LOCAL_ACCOUNT}:role/local` },
         StateMachine: { Id: machine.arn, Name: machine.arn.split(':').pop() },
         Task: { Token: TOKEN_PLACEHOLDER },
       },
-    });
+    };
+    for (const t of machine.tasks) scope.handlers[t.name] = this.taskHandler(t, scope);
+    scope.overrides = {
+      taskResourceLocalHandlers: scope.handlers,
+      ...(this.options.retryDelayMs !== undefined ? { retryIntervalOverrides: retryOverrides(machine.tasks, this.options.retryDelayMs) } : {}),
+    };
+    const run = machine.engine.run(input as never, { overrides: scope.overrides as never, context: scope.context as never });
     const watch = (async () => {
       for await (const event of run.eventLogs) {
         const e = event as { type: string; state?: { name: string; output?: unknown }; parentState?: { name: string }; index?: number };
@@ -457,8 +497,10 @@ export class LocalRuntime extends EventEmitter {
   }
 
   /** The handler of one Task state, for one execution. */
-  private taskHandler(task: TaskRef, record: ExecutionRecord): (input: unknown) => Promise<unknown> {
+  private taskHandler(task: TaskRef, scope: RunScope): (input: unknown) => Promise<unknown> {
+    const { record } = scope;
     const r = task.resource;
+    if (r === DISTRIBUTED_MAP_RESOURCE) return (input) => this.runDistributedMap(task.name, input as DistributedMapInput, scope);
     const checked = async (result: Promise<unknown>) => {
       const out = await result;
       const bytes = jsonByteLength(out);
@@ -516,6 +558,88 @@ export class LocalRuntime extends EventEmitter {
     }
     const sdk = sdkIntegration(r)!;
     return (input) => checked(callSdk({ s3: this.s3, dynamodb: this.dynamodb }, sdk.service, sdk.action, input as Record<string, unknown>));
+  }
+
+  /**
+   * A Distributed Map, as Step Functions runs it: items from S3 (or the state), one child run
+   * per item, the failure tolerance, and the results written to S3 by its ResultWriter.
+   */
+  private async runDistributedMap(stateName: string, input: DistributedMapInput, scope: RunScope): Promise<unknown> {
+    const map = scope.machine.distributed.get(stateName)!;
+    let items: unknown;
+    if (input.reader) {
+      try {
+        const object = await this.s3.send(new GetObjectCommand({ Bucket: input.reader.Bucket, Key: input.reader.Key }));
+        items = JSON.parse(await object.Body!.transformToString());
+      } catch (error) {
+        throw new TaskError('States.ItemReaderFailed', `${stateName}: cannot read items from s3://${input.reader.Bucket}/${input.reader.Key}: ${(error as Error).message}`);
+      }
+    } else {
+      items = input.items;
+    }
+    if (!Array.isArray(items)) throw new TaskError('States.ItemReaderFailed', `${stateName}: the items are not a JSON array`);
+    const mapRunId = randomUUID();
+    const mapRunArn = `${scope.record.executionArn.replace(':execution:', ':mapRun:')}/${stateName.replace(/[^A-Za-z0-9_-]/g, '-')}:${mapRunId}`;
+    const results: ({ Index: number; Input: unknown; Status: 'SUCCEEDED'; Output: unknown } | { Index: number; Input: unknown; Status: 'FAILED'; Error: string; Cause: string })[] = [];
+    let next = 0;
+    // Child runs at once: the map's MaxConcurrency, bounded as inline Maps are locally.
+    const width = Math.min(map.maxConcurrency, 40, Math.max(items.length, 1));
+    const worker = async () => {
+      for (let index = next++; index < items.length; index = next++) {
+        const value = items[index];
+        let childInput: unknown = value;
+        try {
+          if (map.selector) {
+            childInput = await map.selector.run(input.input as never, { context: { ...scope.context, Map: { Item: { Index: index, Value: value } } } as never }).result;
+          }
+          const output = await map.engine.run(childInput as never, { overrides: scope.overrides as never, context: scope.context as never }).result;
+          results.push({ Index: index, Input: childInput, Status: 'SUCCEEDED', Output: output });
+          scope.record.stats.mapItemsDone++;
+          this.emit('mapItem', { executionArn: scope.record.executionArn, state: stateName, index, ok: true });
+        } catch (error) {
+          const cause = ((error as { cause?: Error }).cause ?? error) as Error;
+          results.push({ Index: index, Input: childInput, Status: 'FAILED', Error: cause.name, Cause: cause.message });
+          scope.record.stats.mapItemsFailed++;
+          this.emit('mapItem', { executionArn: scope.record.executionArn, state: stateName, index, ok: false });
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: width }, worker));
+    results.sort((a, b) => a.Index - b.Index);
+    const failed = results.filter((r) => r.Status === 'FAILED');
+    let output: unknown = results.map((r) => (r.Status === 'SUCCEEDED' ? r.Output : { Error: r.Error, Cause: r.Cause }));
+    if (input.writer) {
+      const prefix = `${input.writer.Prefix ? `${input.writer.Prefix.replace(/\/+$/, '')}/` : ''}${mapRunId}/`;
+      const put = async (name: string, body: unknown) => {
+        const text = JSON.stringify(body);
+        await this.s3.send(new PutObjectCommand({ Bucket: input.writer!.Bucket, Key: `${prefix}${name}`, Body: text, ContentType: 'application/json' }));
+        return { Key: `${prefix}${name}`, Size: Buffer.byteLength(text) };
+      };
+      const entry = (r: (typeof results)[number]) => ({
+        ExecutionArn: `${mapRunArn}:${r.Index}`,
+        Input: JSON.stringify(r.Input),
+        Name: String(r.Index),
+        Status: r.Status,
+        ...(r.Status === 'SUCCEEDED' ? { Output: JSON.stringify(r.Output) } : { Error: r.Error, Cause: r.Cause }),
+      });
+      const succeededFile = await put('SUCCEEDED_0.json', results.filter((r) => r.Status === 'SUCCEEDED').map(entry));
+      const failedFile = await put('FAILED_0.json', failed.map(entry));
+      const manifest = await put('manifest.json', {
+        DestinationBucket: input.writer.Bucket,
+        MapRunArn: mapRunArn,
+        ResultFiles: { FAILED: [failedFile], PENDING: [], SUCCEEDED: [succeededFile] },
+      });
+      output = { MapRunArn: mapRunArn, ResultWriterDetails: { Bucket: input.writer.Bucket, Key: manifest.Key } };
+    }
+    const pct = input.toleratedFailurePercentage ?? map.toleratedFailurePercentage;
+    const count = input.toleratedFailureCount ?? map.toleratedFailureCount;
+    if (exceedsTolerance(failed.length, results.length, pct, count)) {
+      throw new TaskError(
+        'States.ExceedToleratedFailureThreshold',
+        `${stateName}: ${failed.length} of ${results.length} items failed, over the tolerated ${pct !== undefined ? `${pct} %` : ''}${pct !== undefined && count !== undefined ? ' or ' : ''}${count !== undefined ? `${count} items` : ''}${pct === undefined && count === undefined ? 'none' : ''}`,
+      );
+    }
+    return output;
   }
 
   /** Invokes a function by name or ARN, as Lambda would. */

@@ -6,10 +6,13 @@
  * Inline Map runs at most 40 iterations at once, and every iteration adds history events:
  * chunk large item lists so a run stays far below the 25,000-event history limit.
  */
+import { Aws } from 'aws-cdk-lib';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct } from 'constructs';
 import { ConfigError } from '#shared/errors.ts';
 import { checkStepId, stateName } from './names.ts';
+import { acknowledgeOnStateMachine, iam5Resource } from './nag-findings.ts';
+import type { StepScope } from './resources.ts';
 
 export type FailureTolerance =
   /** At most this many failed items. */
@@ -105,4 +108,70 @@ export function fanOut(scope: Construct, stepId: string, props: FanOutProps): sf
     .otherwise(anyFailed.next(checkAny));
   sfn.Chain.start(map).next(count).next(checkEmpty);
   return sfn.Chain.custom(map, [done], done);
+}
+
+export type DistributedTolerance =
+  | { readonly maxFailurePercentage: number }
+  | { readonly maxFailurePercentagePath: string }
+  | { readonly maxFailures: number };
+
+export interface DistributedFanOutProps {
+  readonly scope: StepScope;
+  /** Path of the S3 key (in the platform bucket) of a JSON array: the items. */
+  readonly itemsKeyPath: string;
+  /**
+   * Each child run's input, as an ItemSelector template (`$` is this state's input,
+   * `$$.Map.Item.Value` the item). Default: `{ item, index }`.
+   */
+  readonly itemSelector?: Record<string, unknown>;
+  /** Builds the states each child run executes. */
+  readonly iterator: (scope: Construct) => sfn.IChainable;
+  /** Where `{ manifest: {Bucket, Key} }` goes: the ResultWriter's manifest listing SUCCEEDED and FAILED files. */
+  readonly resultPath: string;
+  /** Child runs at once. Default: 100. At most 10,000 (the Distributed Map limit). */
+  readonly maxConcurrency?: number;
+  /** Default: no failure tolerated. */
+  readonly tolerance?: DistributedTolerance;
+}
+
+/**
+ * Fan-out over thousands of items: a Distributed Map reading its items from S3 and writing
+ * every child's result (failed ones with their error) to S3, so neither the items nor the
+ * results pass through the state (256 KiB limit) or the parent's history (25,000 events).
+ * Past the tolerance the state fails with `States.ExceedToleratedFailureThreshold`.
+ */
+export function distributedFanOut(scope: Construct, stepId: string, props: DistributedFanOutProps): sfn.Chain {
+  checkStepId(stepId);
+  const maxConcurrency = props.maxConcurrency ?? 100;
+  if (!Number.isInteger(maxConcurrency) || maxConcurrency < 1 || maxConcurrency > 10_000) {
+    throw new ConfigError('maxConcurrency', maxConcurrency, 'must be an integer from 1 to 10000 (the Distributed Map limit)');
+  }
+  const tolerance = props.tolerance ?? { maxFailures: 0 };
+  if ('maxFailurePercentage' in tolerance && !(tolerance.maxFailurePercentage >= 0 && tolerance.maxFailurePercentage <= 100)) {
+    throw new ConfigError('tolerance.maxFailurePercentage', tolerance.maxFailurePercentage, 'must be from 0 to 100');
+  }
+  if ('maxFailures' in tolerance && (!Number.isInteger(tolerance.maxFailures) || tolerance.maxFailures < 0)) {
+    throw new ConfigError('tolerance.maxFailures', tolerance.maxFailures, 'must be a non-negative integer');
+  }
+  const { bucket } = props.scope.resources;
+  const map = new sfn.DistributedMap(scope, stateName(stepId, 'Items'), {
+    itemReader: new sfn.S3JsonItemReader({ bucket, key: sfn.JsonPath.stringAt(props.itemsKeyPath) }),
+    resultWriterV2: new sfn.ResultWriterV2({ bucket, prefix: `runs/${props.scope.pipeline}/${stepId}/map-runs` }),
+    itemSelector: props.itemSelector ?? { 'item.$': '$$.Map.Item.Value', 'index.$': '$$.Map.Item.Index' },
+    maxConcurrency,
+    ...('maxFailurePercentage' in tolerance ? { toleratedFailurePercentage: tolerance.maxFailurePercentage } : {}),
+    ...('maxFailurePercentagePath' in tolerance ? { toleratedFailurePercentagePath: tolerance.maxFailurePercentagePath } : {}),
+    ...('maxFailures' in tolerance ? { toleratedFailureCount: tolerance.maxFailures } : {}),
+    resultSelector: { 'manifest.$': '$.ResultWriterDetails' },
+    resultPath: props.resultPath,
+  });
+  map.itemProcessor(props.iterator(scope));
+  acknowledgeOnStateMachine(scope, [
+    {
+      // CDK builds the Distributed Map's S3 grants from the bucket name, not its ARN.
+      id: iam5Resource(scope, `arn:${Aws.PARTITION}:s3:::${bucket.bucketName}/*`),
+      reason: 'The ItemReader reads an items file and the ResultWriter writes result files whose keys are made at run time (execution and map-run ids), so the state machine reads and writes objects of the platform bucket by wildcard.',
+    },
+  ]);
+  return sfn.Chain.start(map);
 }

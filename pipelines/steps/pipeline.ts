@@ -2,11 +2,11 @@
  * PipelineStateMachine: a Standard workflow with logging and tracing, whose definition is
  * the pipeline's chain. The embedded runtime finds it in the template by its metadata.
  */
-import { CfnOutput, Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { ArnFormat, CfnOutput, Duration, Fn, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
-import { acknowledgeFindings, applyStateMachineFindings } from './nag-findings.ts';
+import { acknowledgeFindings, applyStateMachineFindings, iam5Resource } from './nag-findings.ts';
 import type { StepResources } from './resources.ts';
 
 export const PIPELINE_META = 'frontier:pipeline';
@@ -50,6 +50,19 @@ export class PipelineStateMachine extends Construct {
     ]);
     // Grants of this state machine's tasks (Lambda qualifiers, S3 prefixes, Batch definitions).
     applyStateMachineFindings(this);
+    if (Stack.of(this).node.findAll().some((c) => c instanceof sfn.DistributedMap)) {
+      // A Distributed Map starts child executions of this state machine and manages its map runs.
+      const stack = Stack.of(this);
+      const name = Fn.select(6, Fn.split(':', this.stateMachine.stateMachineArn));
+      const execution = (resourceName: string) =>
+        stack.formatArn({ service: 'states', resource: 'execution', resourceName, arnFormat: ArnFormat.COLON_RESOURCE_NAME });
+      const reason =
+        'A Distributed Map starts, describes and stops child executions of its own state machine; their names are made at run time, so CDK grants the executions (and map runs) of this one state machine by wildcard.';
+      acknowledgeFindings(this, [
+        { id: iam5Resource(this, execution(`${name}:*`)), reason },
+        { id: iam5Resource(this, execution(`${name}/*:*`)), reason },
+      ]);
+    }
     const output = new CfnOutput(this, 'Arn', { value: this.stateMachine.stateMachineArn, description: `State machine of ${props.pipeline}` });
     output.overrideLogicalId(STATE_MACHINE_OUTPUT);
   }

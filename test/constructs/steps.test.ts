@@ -18,6 +18,7 @@ import { ConfigError } from '#shared/errors.ts';
 import {
   approvalGate,
   BatchJob,
+  distributedFanOut,
   fanOut,
   invoke,
   LAMBDA_SERVICE_ERRORS,
@@ -30,6 +31,7 @@ import {
   type StepResources,
   type StepScope,
 } from '#pipelines/steps/index.ts';
+import { lowerDistributedMaps } from '#infra/local/distributed-map.ts';
 import { prepareAsl } from '#infra/local/asl-prepass.ts';
 import { buildApp } from '#infra/build-app.ts';
 import { PROBE_PIPELINE } from '../fixtures/probe/stack.ts';
@@ -186,6 +188,7 @@ describe('step constructs, rendered: the probe pipeline', () => {
       'approve: Wait for approval',
       'prepare: Invoke',
       'publish: Invoke',
+      'recheck-item: Invoke',
       'square-item: Invoke',
     ]);
     // Each step invokes its own function: the Resource of a payload-only invoke is its ARN.
@@ -310,16 +313,24 @@ describe('step constructs, rendered: the probe pipeline', () => {
     assert.equal(payload['request.$'], '$._step.in');
   });
 
-  it('uses no JSONata, variables or Distributed Map', () => {
-    const forbidden = ['QueryLanguage', 'Arguments', 'Output', 'Assign', 'Items', 'ItemReader', 'ItemBatcher', 'ResultWriter'];
+  it('uses no JSONata or variables, and Distributed Map only for the S3-backed recheck fan-out', () => {
+    const forbidden = ['QueryLanguage', 'Arguments', 'Output', 'Assign', 'Items', 'ItemBatcher'];
     assert.equal(machine['QueryLanguage'], undefined);
+    const distributed: string[] = [];
     for (const [name, { state }] of states) {
       for (const field of forbidden) assert.equal(state[field], undefined, `${name} has ${field}`);
-      if (state.Type === 'Map') {
-        const mode = (state['ItemProcessor'] as { ProcessorConfig?: { Mode?: string } }).ProcessorConfig?.Mode;
-        assert.notEqual(mode, 'DISTRIBUTED', `${name} is a Distributed Map`);
+      if (state.Type === 'Map' && (state['ItemProcessor'] as { ProcessorConfig?: { Mode?: string } }).ProcessorConfig?.Mode === 'DISTRIBUTED') {
+        distributed.push(name);
+        assert.match(String((state['ItemReader'] as { Resource: string }).Resource), /:::s3:getObject$/);
+        assert.deepEqual((state['ItemReader'] as { ReaderConfig: unknown }).ReaderConfig, { InputType: 'JSON' });
+        assert.match(String((state['ResultWriter'] as { Parameters: { Prefix: string } }).Parameters.Prefix), /^runs\/probe\/recheck\//);
+        assert.equal(state['ToleratedFailurePercentagePath'], '$.config.maxFailurePercent');
+      } else {
+        assert.equal(state['ItemReader'], undefined, `${name} has ItemReader`);
+        assert.equal(state['ResultWriter'], undefined, `${name} has ResultWriter`);
       }
     }
+    assert.deepEqual(distributed, ['recheck: Items']);
     assert.ok(!JSON.stringify(machine).includes('{%'), 'a JSONata expression');
   });
 
@@ -328,8 +339,12 @@ describe('step constructs, rendered: the probe pipeline', () => {
   });
 
   it('passes the local ASL pre-pass, asl-validator included', () => {
-    const prepared = prepareAsl(machine as unknown as StateMachineDefinition);
-    assert.deepEqual(prepared.tasks.map((t) => t.name).sort(), tasks.map(([name]) => name).sort());
+    // The runtime lowers the Distributed Map to a Task of its own and prepares its processor apart.
+    const lowered = lowerDistributedMaps(machine as unknown as StateMachineDefinition);
+    const prepared = prepareAsl(lowered.asl);
+    const processors = [...lowered.maps.values()].map((m) => prepareAsl(m.processor));
+    const names = [...prepared.tasks, ...processors.flatMap((p) => p.tasks)].map((t) => t.name);
+    assert.deepEqual(names.sort(), [...tasks.map(([name]) => name), 'recheck: Items'].sort());
     assert.deepEqual(prepared.duplicateTaskNames, []);
   });
 });
@@ -413,6 +428,17 @@ describe('step constructs validate their props', () => {
     };
     throwsConfigError(() => fan(-1), 'tolerance.maxFailures', '-1');
     fan(0);
+  });
+
+  it('throws when a distributed fan-out has maxConcurrency outside 1 to 10000 or a percentage outside 0 to 100', () => {
+    const fan = (props: { maxConcurrency?: number; tolerance?: { maxFailurePercentage: number } }) => {
+      const { stack, steps } = minimalScope();
+      return distributedFanOut(stack, 'many', { scope: steps, itemsKeyPath: '$.key', iterator: (s) => new sfn.Pass(s, 'P'), resultPath: '$.r', ...props });
+    };
+    throwsConfigError(() => fan({ maxConcurrency: 0 }), 'maxConcurrency', '0');
+    throwsConfigError(() => fan({ maxConcurrency: 10_001 }), 'maxConcurrency', '10001');
+    throwsConfigError(() => fan({ tolerance: { maxFailurePercentage: 101 } }), 'tolerance.maxFailurePercentage', '101');
+    fan({ maxConcurrency: 10_000, tolerance: { maxFailurePercentage: 100 } });
   });
 
   it('throws when the approval timeout is under 1 minute or over 1 year', () => {

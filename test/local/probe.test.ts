@@ -149,6 +149,28 @@ describe('probe pipeline on the embedded runtime', () => {
     assert.deepEqual(await listArtifactVersions(where(), 'probe-summary'), before);
   });
 
+  it('a Distributed Map reads its items from S3 and writes every result, failures included, to S3', async () => {
+    const record = await run({ items: [3, -4, 5, 6], maxFailures: 1, distributed: true, maxFailurePercent: 30 });
+    assert.equal(record.status, 'SUCCEEDED', record.cause);
+    const { manifest } = (record.output as { steps: { recheck: { manifest: { Bucket: string; Key: string } } } }).steps.recheck;
+    const s3 = new S3Client({ forcePathStyle: true });
+    const read = async (key: string) => JSON.parse(await (await s3.send(new GetObjectCommand({ Bucket: manifest.Bucket, Key: key }))).Body!.transformToString());
+    const files = (await read(manifest.Key)) as { ResultFiles: { SUCCEEDED: { Key: string }[]; FAILED: { Key: string }[] } };
+    const succeeded = (await read(files.ResultFiles.SUCCEEDED[0]!.Key)) as { Output: string }[];
+    const failed = (await read(files.ResultFiles.FAILED[0]!.Key)) as { Input: string; Error: string; Cause: string }[];
+    assert.deepEqual(succeeded.map((r) => (JSON.parse(r.Output) as { result: { square: number } }).result.square).sort((a, b) => a - b), [9, 25, 36]);
+    assert.equal(failed.length, 1);
+    assert.equal(failed[0]!.Error, 'NegativeItem');
+    assert.deepEqual(JSON.parse(failed[0]!.Input), { item: -4, index: 1 });
+  });
+
+  it('a Distributed Map past its tolerated failure percentage fails the run with States.ExceedToleratedFailureThreshold', async () => {
+    const record = await run({ items: [3, -4, 5, 6], maxFailures: 1, distributed: true, maxFailurePercent: 20 });
+    assert.equal(record.status, 'FAILED');
+    assert.equal(record.error, 'States.ExceedToleratedFailureThreshold');
+    assert.match(record.cause!, /1 of 4 items failed, over the tolerated 20 %/);
+  });
+
   it('starts from the trigger input shape as well as from a config', async () => {
     const record = await runtime.startExecution('probe', { trigger: { bucket: where().bucket, key: 'checkpoints/probe/t/manifest.json' } }).done;
     assert.equal(record.status, 'SUCCEEDED', record.cause);
