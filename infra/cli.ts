@@ -12,7 +12,8 @@
  *
  * Local (the embedded runtime, data under .local/) is the default target.
  */
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, realpathSync, rmSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
@@ -154,6 +155,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
   }
 }
 
-if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith('/infra/cli.ts')) {
+// Run when executed (directly, through npm's bin link, or by tsx), not when imported.
+if (process.argv[1] && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url)) {
   process.exitCode = await main(process.argv.slice(2));
 }
