@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LocalRuntime, type RuntimeOptions } from '#infra/local/runtime.ts';
+import { ProbeConfig } from '../fixtures/probe/config.ts';
 
 /** Starts a runtime in a new temporary data directory; retries wait 1 ms so failures are quick. */
 export async function startTestRuntime(options: Omit<RuntimeOptions, 'dataDir'> = {}): Promise<LocalRuntime> {
@@ -158,7 +159,6 @@ export function captureOutput(): OutputCapture {
 
 /** The probe pipeline's input; every field given, so the config is what the test says. */
 export function probeInput(overrides: Record<string, unknown> = {}): { config: Record<string, unknown> } {
-  return {
-    config: { items: [1, 2, 3], approve: false, maxFailures: 0, label: 'test', jobFault: 'none', padKiB: 0, lineage: [], ...overrides },
-  };
+  // Through the schema, as the CLI does: defaults filled in for every field.
+  return { config: ProbeConfig.parse({ items: [1, 2, 3], label: 'test', ...overrides }) };
 }
