@@ -9,15 +9,11 @@ import { Validations, type App } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
 import { ConfigError } from '#shared/errors.ts';
+import { acknowledgeFindings, MIN_REASON_LENGTH, type NagFinding } from '#pipelines/steps/nag-findings.ts';
 
 /** A finding accepted on purpose: the rule id (optionally `Rule[Finding]`) and why. */
-export interface NagAcknowledgement {
-  readonly id: string;
-  readonly reason: string;
-}
-
-/** Shortest reason accepted: long enough to say why, not just "not needed". */
-export const MIN_REASON_LENGTH = 20;
+export type NagAcknowledgement = NagFinding;
+export { MIN_REASON_LENGTH };
 
 /** Run the AWS Solutions checks over every stack of the app at synth. */
 export function applyNag(app: App): void {
@@ -38,13 +34,6 @@ export function acknowledge(scope: IConstruct, findings: readonly NagAcknowledge
     if (!/^[A-Za-z0-9]+-[A-Za-z0-9]+(\[.+\])?$/.test(finding.id)) {
       throw new ConfigError('acknowledge.id', finding.id, 'must be a rule id such as AwsSolutions-IAM5 or AwsSolutions-IAM5[Resource::*]');
     }
-    if (finding.reason.trim().length < MIN_REASON_LENGTH) {
-      throw new ConfigError(
-        `acknowledge.reason (${finding.id} on ${scope.node.path})`,
-        finding.reason,
-        `must explain the decision in at least ${MIN_REASON_LENGTH} characters`,
-      );
-    }
-    Validations.of(scope).acknowledge({ id: finding.id, reason: finding.reason });
   }
+  acknowledgeFindings(scope, findings);
 }

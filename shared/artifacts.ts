@@ -4,7 +4,7 @@
  * and a conditional put, so a version is never overwritten (and no transaction is needed).
  */
 import { CopyObjectCommand, GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
-import { GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand, QueryCommand, UpdateCommand, type QueryCommandInput, type QueryCommandOutput } from '@aws-sdk/lib-dynamodb';
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { dynamoClient, s3Client } from './clients/aws.ts';
@@ -63,8 +63,8 @@ export async function publishArtifact(input: unknown, where: IndexLocation): Pro
   const hashed = [];
   for (const file of req.files) {
     const source = parseS3Uri(file.uri, `files.${file.name}.uri`);
-    const { sha256, bytes } = await hashObject(source);
-    hashed.push({ ...file, source, sha256, bytes });
+    const { sha256, bytes, versionId } = await hashObject(source);
+    hashed.push({ ...file, source, sha256, bytes, versionId });
   }
   const counter = await ddb.send(
     new UpdateCommand({
@@ -80,9 +80,9 @@ export async function publishArtifact(input: unknown, where: IndexLocation): Pro
   const files = [];
   for (const file of hashed) {
     const key = `${prefix}${file.name}`;
-    await s3.send(
-      new CopyObjectCommand({ Bucket: where.bucket, Key: key, CopySource: `${file.source.Bucket}/${encodeURI(file.source.Key)}` }),
-    );
+    // CopyObject copies at most 5 GB per object; a larger checkpoint would need a multipart
+    // upload whose parts are UploadPartCopy ranges of the source. Not implemented.
+    await s3.send(new CopyObjectCommand({ Bucket: where.bucket, Key: key, CopySource: copySource(file.source, file.versionId) }));
     files.push({ name: file.name, uri: s3Uri({ Bucket: where.bucket, Key: key }), sha256: file.sha256, bytes: file.bytes });
   }
   const sha256 = sha256Hex(canonicalJson(files.map(({ name, sha256: h }) => ({ name, sha256: h }))));
@@ -131,34 +131,53 @@ export async function publishArtifact(input: unknown, where: IndexLocation): Pro
 }
 
 export async function listArtifactNames(where: IndexLocation): Promise<{ name: string; latestVersion: number; updatedAt: string }[]> {
-  const out = await dynamoClient().send(
-    new QueryCommand({ TableName: where.table, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': 'ARTIFACTS' } }),
-  );
-  return (out.Items ?? []).map((i) => ({ name: i.name, latestVersion: i.latestVersion, updatedAt: i.updatedAt }));
+  const items = await queryAll({
+    TableName: where.table,
+    KeyConditionExpression: 'pk = :pk',
+    ExpressionAttributeValues: { ':pk': 'ARTIFACTS' },
+  });
+  return items.map((i) => ({ name: i.name, latestVersion: i.latestVersion, updatedAt: i.updatedAt }));
 }
 
+/** Every version of an artifact, newest first. */
 export async function listArtifactVersions(where: IndexLocation, name: string): Promise<ArtifactVersion[]> {
-  const out = await dynamoClient().send(
-    new QueryCommand({
-      TableName: where.table,
-      KeyConditionExpression: 'pk = :pk AND begins_with(sk, :v)',
-      ExpressionAttributeValues: { ':pk': `ARTIFACT#${name}`, ':v': 'V#' },
-      ScanIndexForward: false,
-    }),
-  );
-  return (out.Items ?? []).map(stripKeys);
+  return (await queryAll(versionsQuery(where, name))).map(stripKeys);
 }
 
 /** One version; `latest` when version is omitted. */
 export async function getArtifactVersion(where: IndexLocation, name: string, version?: number): Promise<ArtifactVersion> {
   if (version === undefined) {
-    const [latest] = await listArtifactVersions(where, name);
+    // Newest first, one item: the latest costs one read however many versions exist.
+    const out = await dynamoClient().send(new QueryCommand({ ...versionsQuery(where, name), Limit: 1 }));
+    const latest = out.Items?.[0];
     if (!latest) throw new NotFoundError(`artifact "${name}" has no versions`);
-    return latest;
+    return stripKeys(latest);
   }
   const out = await dynamoClient().send(new GetCommand({ TableName: where.table, Key: artifactVersionKey(name, version) }));
   if (!out.Item) throw new NotFoundError(`artifact "${name}" has no version ${version}`);
   return stripKeys(out.Item);
+}
+
+/** The version items of one artifact (not its counter), newest first. */
+function versionsQuery(where: IndexLocation, name: string): QueryCommandInput {
+  return {
+    TableName: where.table,
+    KeyConditionExpression: 'pk = :pk AND begins_with(sk, :v)',
+    ExpressionAttributeValues: { ':pk': `ARTIFACT#${name}`, ':v': 'V#' },
+    ScanIndexForward: false,
+  };
+}
+
+/** A query's every page: one Query returns at most 1 MB of items. */
+async function queryAll(input: QueryCommandInput): Promise<NonNullable<QueryCommandOutput['Items']>> {
+  const items: NonNullable<QueryCommandOutput['Items']> = [];
+  let ExclusiveStartKey: Record<string, unknown> | undefined;
+  do {
+    const page = await dynamoClient().send(new QueryCommand({ ...input, ExclusiveStartKey }));
+    items.push(...(page.Items ?? []));
+    ExclusiveStartKey = page.LastEvaluatedKey;
+  } while (ExclusiveStartKey);
+  return items;
 }
 
 /** The lineage tree of a version: its parents, their parents, and so on. */
@@ -175,7 +194,8 @@ export async function lineageOf(where: IndexLocation, name: string, version: num
   return { name, version, executionId: artifact.executionId, parents };
 }
 
-async function hashObject(location: S3Location): Promise<{ sha256: string; bytes: number }> {
+/** The object's sha256 and size, and the version that was read, so the copy takes those bytes. */
+async function hashObject(location: S3Location): Promise<{ sha256: string; bytes: number; versionId?: string }> {
   const out = await s3Client().send(new GetObjectCommand(location));
   const hash = createHash('sha256');
   let bytes = 0;
@@ -183,7 +203,18 @@ async function hashObject(location: S3Location): Promise<{ sha256: string; bytes
     hash.update(chunk);
     bytes += chunk.length;
   }
-  return { sha256: hash.digest('hex'), bytes };
+  return { sha256: hash.digest('hex'), bytes, versionId: out.VersionId };
+}
+
+/**
+ * CopyObject's `CopySource`: bucket/key, URL-encoded per key segment (encodeURI would leave
+ * `?`, `#`, `+` and `&` as they are, and S3 would read them as a query, a fragment or a space),
+ * pinned with `?versionId=` on a versioned bucket, so a PUT between hashing and copying cannot
+ * change the bytes the manifest's sha256 describes.
+ */
+export function copySource(source: S3Location, versionId?: string): string {
+  const path = `${source.Bucket}/${source.Key.split('/').map(encodeURIComponent).join('/')}`;
+  return versionId ? `${path}?versionId=${encodeURIComponent(versionId)}` : path;
 }
 
 function stripKeys(item: Record<string, unknown>): ArtifactVersion {

@@ -36,17 +36,6 @@ export class NotFoundError extends PipelineError {}
 /** A deployed stack or state machine that the CLI was asked to use is not there. */
 export class MissingDeploymentError extends PipelineError {}
 
-/** A Batch job ran but left no result.json, or an unreadable one. */
-export class JobResultMissing extends PipelineError {}
-
-/** A state's output exceeded the 256 KiB Step Functions payload limit. */
-export class DataLimitExceeded extends PipelineError {
-  constructor(message: string) {
-    super(message);
-    this.name = 'States.DataLimitExceeded';
-  }
-}
-
 /** An approval was rejected by a person. The approval gate fails its task with this name. */
 export class ApprovalRejected extends PipelineError {}
 

@@ -1,12 +1,19 @@
 /**
  * The S3 trigger's logic: parse an EventBridge "Object Created" event, name the execution
- * after the object's identity, and build the ledger item that makes the start exactly-once.
+ * after the object's identity, record the object in the ledger and start the run exactly once.
  *
  * The identity is bucket + key + (version id, else etag). The same object delivered twice
- * yields the same ledger key and the same execution name, so the conditional put refuses the
- * second delivery, and Step Functions, which refuses a reused name for 90 days, backs it up.
+ * yields the same ledger key, the same execution name and the same input. EventBridge delivers
+ * at least once, so a delivery may be a repeat of one whose start was lost (the Lambda died
+ * between the ledger write and StartExecution); every delivery therefore calls StartExecution,
+ * and Step Functions' name rule makes that safe: a reused name is refused for 90 days
+ * (ExecutionAlreadyExists), except that the same name with the same input while the first run
+ * is still RUNNING returns that run again (idempotent start, Standard workflows only).
  */
+import { StartExecutionCommand } from '@aws-sdk/client-sfn';
+import { DeleteCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { z } from 'zod';
+import { dynamoClient, sfnClient } from './clients/aws.ts';
 import { canonicalJson, sha256Hex } from './json.ts';
 import { parseOrThrow } from './schema.ts';
 import { eventKey } from './table.ts';
@@ -42,11 +49,10 @@ export interface CreatedObject {
   versionId: string | null;
   size: number;
   eventId: string;
-  eventTime: string;
 }
 
 export function parseObjectCreatedEvent(event: unknown): CreatedObject {
-  const { id, time, detail } = parseOrThrow(objectCreatedEventSchema, event, 'event');
+  const { id, detail } = parseOrThrow(objectCreatedEventSchema, event, 'event');
   return {
     bucket: detail.bucket.name,
     key: detail.object.key,
@@ -54,7 +60,6 @@ export function parseObjectCreatedEvent(event: unknown): CreatedObject {
     versionId: detail.object['version-id'] ?? null,
     size: detail.object.size,
     eventId: id,
-    eventTime: time,
   };
 }
 
@@ -89,13 +94,67 @@ export function ledgerItem(object: CreatedObject, executionName: string, pipelin
   };
 }
 
-/** The execution's input. `versionId` is null rather than absent so JSONPath can read it. */
+/**
+ * The execution's input: a pure function of the object's identity, never of the delivery.
+ * Step Functions returns a running execution for a repeated start only when the input is
+ * byte-identical, so the event id and the event time (which differ when S3 announces one
+ * object twice) stay out. `versionId` is null rather than absent so JSONPath can read it.
+ */
 export function executionInput(object: CreatedObject): string {
-  const { bucket, key, etag, versionId, size, eventTime } = object;
-  return JSON.stringify({ trigger: { bucket, key, etag, versionId, size, eventTime } });
+  const { bucket, key, etag, versionId, size } = object;
+  return JSON.stringify({ trigger: { bucket, key, etag, versionId, size } });
 }
 
 export type TriggerResult =
-  | { started: true; executionName: string; executionArn: string }
+  /** `duplicate` when an earlier delivery had recorded the object: its start was lost, or its run is still running. */
+  | { started: true; duplicate?: true; executionName: string; executionArn: string }
   | { started: false; duplicate: true; executionName: string };
 
+/** Where a trigger records objects and what it starts. */
+export interface TriggerTarget {
+  readonly table: string;
+  readonly stateMachineArn: string;
+  readonly pipeline: string;
+}
+
+const errorName = (error: unknown) => (error instanceof Error ? error.name : '');
+
+/**
+ * 1. record the object in the ledger (conditional put); 2. start the execution under the
+ * derived name, also when the object was already recorded, since that delivery's start may
+ * have been lost; 3. if a first delivery's start fails with anything but ExecutionAlreadyExists,
+ * drop its ledger entry and rethrow, so that the Lambda's retry starts again from a clean slate.
+ * A repeat delivery leaves the entry alone: it belongs to the delivery that wrote it.
+ */
+export async function startExecutionOnce(object: CreatedObject, target: TriggerTarget, now = new Date()): Promise<TriggerResult> {
+  const executionName = executionNameFor(object);
+  const firstDelivery = await recordInLedger(object, executionName, target, now);
+  try {
+    const { executionArn = '' } = await sfnClient().send(
+      new StartExecutionCommand({ stateMachineArn: target.stateMachineArn, name: executionName, input: executionInput(object) }),
+    );
+    return firstDelivery ? { started: true, executionName, executionArn } : { started: true, duplicate: true, executionName, executionArn };
+  } catch (error) {
+    // The name was used and that run has finished (or had another input): it ran, once.
+    if (errorName(error) === 'ExecutionAlreadyExists') return { started: false, duplicate: true, executionName };
+    if (firstDelivery) {
+      await dynamoClient().send(new DeleteCommand({ TableName: target.table, Key: ledgerKeyFor(object) })).catch((deleteError: unknown) => {
+        console.error(JSON.stringify({ message: 'could not remove the ledger entry', executionName, bucket: object.bucket, key: object.key, error: errorName(deleteError) }));
+      });
+    }
+    throw error;
+  }
+}
+
+/** True when this delivery wrote the ledger entry; false when an earlier delivery had. */
+async function recordInLedger(object: CreatedObject, executionName: string, target: TriggerTarget, now: Date): Promise<boolean> {
+  try {
+    await dynamoClient().send(new PutCommand({
+      TableName: target.table, Item: ledgerItem(object, executionName, target.pipeline, now), ConditionExpression: 'attribute_not_exists(pk)',
+    }));
+    return true;
+  } catch (error) {
+    if (errorName(error) === 'ConditionalCheckFailedException') return false;
+    throw error;
+  }
+}

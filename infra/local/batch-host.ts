@@ -9,6 +9,7 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
+import { LOCAL_MAX_TIMEOUT_SECONDS } from './asl-prepass.ts';
 import { TaskError } from './lambda-host.ts';
 
 export interface LocalJobDefinition {
@@ -51,6 +52,7 @@ function pythonBinary(): string {
 export class BatchHost {
   private readonly slots: Slots;
   jobsRun = 0;
+  private stopped = false;
   private readonly children = new Set<ReturnType<typeof spawn>>();
 
   constructor(
@@ -65,7 +67,12 @@ export class BatchHost {
 
   /** Runs one job to completion; throws States.TaskFailed (as `submitJob.sync` does) when it fails. */
   async run(def: LocalJobDefinition, jobName: string, overrides: Record<string, string>): Promise<JobRun> {
+    if (this.stopped) throw new TaskError('Batch.ServerException', `${jobName}: the local runtime is stopping`);
     const release = await this.slots.take();
+    if (this.stopped) {
+      release();
+      throw new TaskError('Batch.ServerException', `${jobName}: the local runtime is stopping`);
+    }
     const jobId = randomUUID();
     const logFile = join(this.logDir, `${jobName}-${jobId}.log`);
     try {
@@ -109,7 +116,8 @@ export class BatchHost {
         tail = (tail + chunk.toString('utf8')).slice(-2000);
       });
       const exitCode = await new Promise<number>((resolve) => {
-        const timer = setTimeout(() => child.kill('SIGKILL'), def.timeoutSeconds * 1000);
+        // Clamped: setTimeout fires at once for delays past 2^31 ms (about 24.8 days).
+        const timer = setTimeout(() => child.kill('SIGKILL'), Math.min(def.timeoutSeconds, LOCAL_MAX_TIMEOUT_SECONDS) * 1000);
         child.on('error', (error) => {
           tail += `\n${error.message}`;
           clearTimeout(timer);
@@ -142,6 +150,7 @@ export class BatchHost {
   }
 
   stop(): void {
+    this.stopped = true;
     for (const child of this.children) child.kill('SIGKILL');
   }
 }

@@ -41,9 +41,11 @@ export class CallbackRegistry {
     this.waiters.set(token, waiter);
     if (opts.heartbeatSeconds) this.armHeartbeat(token, waiter);
     if (opts.timeoutSeconds) {
+      // A second after the engine's own Task timeout, which must win: its States.Timeout is the
+      // one States.TaskFailed does not match. This timer only retires the token.
       waiter.timeoutTimer = setTimeout(
         () => this.settle(token, new TaskError('States.Timeout', 'The task timed out waiting for its callback'), true),
-        opts.timeoutSeconds * 1000,
+        opts.timeoutSeconds * 1000 + 1000,
       );
     }
     return { token, done };
@@ -59,6 +61,11 @@ export class CallbackRegistry {
 
   sendFailure(token: string, error: string, cause: string): void {
     this.settle(token, new TaskError(error || 'States.TaskFailed', cause ?? ''), true, true);
+  }
+
+  /** Fails the task if its token still waits; a token already answered or timed out is left alone. */
+  failIfPending(token: string, error: string, cause: string): void {
+    if (this.waiters.has(token)) this.sendFailure(token, error, cause);
   }
 
   sendHeartbeat(token: string): void {

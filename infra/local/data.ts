@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { resetClients } from '#shared/clients/aws.ts';
 import { NotFoundError } from '#shared/errors.ts';
 import { lockDataDir, startDynalite } from './emulators.ts';
+import { LOCAL_KEY, LOCAL_REGION } from './resolve.ts';
 import type { LocalResources } from './runtime.ts';
 
 export interface LocalData {
@@ -26,9 +27,9 @@ export async function openLocalData(dataDir: string): Promise<LocalData> {
     const dynamo = await startDynalite(join(dataDir, 'dynamodb'), 0);
     Object.assign(process.env, {
       AWS_ENDPOINT_URL_DYNAMODB: dynamo.url,
-      AWS_REGION: 'us-east-1',
-      AWS_ACCESS_KEY_ID: 'S3RVER',
-      AWS_SECRET_ACCESS_KEY: 'S3RVER',
+      AWS_REGION: LOCAL_REGION,
+      AWS_ACCESS_KEY_ID: LOCAL_KEY,
+      AWS_SECRET_ACCESS_KEY: LOCAL_KEY,
     });
     resetClients();
     return {

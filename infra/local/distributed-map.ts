@@ -23,8 +23,6 @@ export interface DistributedMapDef {
   readonly maxConcurrency: number;
   readonly toleratedFailurePercentage?: number;
   readonly toleratedFailureCount?: number;
-  readonly hasReader: boolean;
-  readonly hasWriter: boolean;
 }
 
 /** What the lowered Task's Parameters evaluate to at run time. */
@@ -59,6 +57,10 @@ function lowerStates(def: { States: Record<string, State> }, maps: Map<string, D
     if (reader && (!/:::s3:getObject$/.test(String(reader.Resource)) || (reader.ReaderConfig?.InputType ?? 'JSON') !== 'JSON')) {
       bad.push('ItemReader (only s3:getObject of a JSON array runs locally)' as never);
     }
+    const readerConfig = (reader?.ReaderConfig ?? {}) as Record<string, unknown>;
+    for (const field of Object.keys(readerConfig)) if (field !== 'InputType') bad.push(`ItemReader.ReaderConfig.${field}` as never);
+    const writerConfig = (state.ResultWriter as { WriterConfig?: unknown } | undefined)?.WriterConfig;
+    if (writerConfig !== undefined) bad.push('ResultWriter.WriterConfig' as never);
     if (bad.length) throw new UnsupportedLocally(`Distributed Map "${name}": ${bad.join(', ')} cannot run locally`);
     const writer = state.ResultWriter as { Parameters?: Record<string, unknown> } | undefined;
     const parameters: Record<string, unknown> = { 'input.$': '$' };
@@ -75,8 +77,6 @@ function lowerStates(def: { States: Record<string, State> }, maps: Map<string, D
       maxConcurrency: typeof state.MaxConcurrency === 'number' && state.MaxConcurrency > 0 ? state.MaxConcurrency : 1000,
       toleratedFailurePercentage: state.ToleratedFailurePercentage as number | undefined,
       toleratedFailureCount: state.ToleratedFailureCount as number | undefined,
-      hasReader: Boolean(reader),
-      hasWriter: Boolean(writer),
     });
     const task: State = { Type: 'Task', Resource: DISTRIBUTED_MAP_RESOURCE, Parameters: parameters };
     for (const keep of ['Comment', 'InputPath', 'ResultSelector', 'ResultPath', 'OutputPath', 'Retry', 'Catch', 'Next', 'End']) {

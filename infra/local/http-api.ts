@@ -2,7 +2,7 @@
  * API Gateway HTTP APIs on loopback: each request becomes the payload-2.0 event the
  * synthesized route's Lambda gets on AWS, and its result becomes the HTTP response.
  */
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { listen, type Listening } from './emulators.ts';
 import type { TemplateResolver } from './resolve.ts';
 
@@ -52,7 +52,19 @@ export async function startHttpApi(
     routes.push({ method, pattern, params, routeKey: raw.RouteKey, functionArn });
   }
 
-  const server = createServer(async (req, res) => {
+  const server = createServer((req, res) => {
+    serve(req, res).catch(() => {
+      // A dropped connection or a malformed request: answer if still possible, never crash.
+      if (!res.headersSent) {
+        res.writeHead(400, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ message: 'Bad Request' }));
+      } else {
+        res.destroy();
+      }
+    });
+  });
+
+  async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     const route = routes.find((r) => (r.method === req.method || r.method === 'ANY') && r.pattern.test(url.pathname));
     if (!route) {
@@ -98,6 +110,6 @@ export async function startHttpApi(
       res.writeHead(500, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ message: 'Internal Server Error' }));
     }
-  });
+  }
   return { server: await listen(server, port, 'approval API (HTTP API on loopback)'), apiIds };
 }

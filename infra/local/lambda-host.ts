@@ -1,7 +1,8 @@
 /**
- * Runs Lambda handlers locally: one worker per function (its own environment and module
- * state, kept warm between invocations), the template's timeout enforced, and errors shaped
- * as Step Functions sees a Lambda error (name = errorType, cause = the AWS-style JSON).
+ * Runs Lambda handlers locally, as Lambda does: each invocation in a sandbox of its own (a
+ * worker thread with the function's environment), sandboxes kept warm and reused one
+ * invocation at a time, the template's timeout enforced from the end of Init, and errors
+ * shaped as Step Functions sees a Lambda error (name = errorType, cause = the AWS-style JSON).
  */
 import { Worker } from 'node:worker_threads';
 import { randomUUID } from 'node:crypto';
@@ -34,17 +35,16 @@ export function lambdaError(name: string, message: string, stack: string): TaskE
 
 const WORKER = join(fileURLToPath(new URL('.', import.meta.url)), 'lambda-worker.ts');
 const TSX = import.meta.resolve('tsx');
+type WorkerError = { name: string; message: string; stack: string };
 
-interface Pending {
-  resolve(value: unknown): void;
-  reject(error: Error): void;
-  timer: NodeJS.Timeout;
-}
-
-class Container {
+/** One warm sandbox: Init once, then one invocation at a time. */
+class Sandbox {
   private readonly worker: Worker;
-  private readonly pending = new Map<number, Pending>();
+  /** Settles when Init has finished; rejects with the Init error. */
+  readonly ready: Promise<void>;
+  private current: { id: number; resolve(value: unknown): void; reject(error: Error): void } | undefined;
   private next = 0;
+  busy = false;
   dead = false;
 
   constructor(readonly fn: LocalFunction, baseEnv: Record<string, string>) {
@@ -53,29 +53,58 @@ class Container {
       env: { ...baseEnv, ...fn.environment },
       execArgv: ['--import', TSX],
     });
-    this.worker.on('message', (msg: { id: number; ok: boolean; result?: unknown; error?: { name: string; message: string; stack: string } }) => {
-      const p = this.pending.get(msg.id);
-      if (!p) return;
-      this.pending.delete(msg.id);
-      clearTimeout(p.timer);
-      if (msg.ok) p.resolve(msg.result);
-      else p.reject(lambdaError(msg.error!.name, msg.error!.message, msg.error!.stack));
+    let initDone!: () => void;
+    let initFailed!: (error: Error) => void;
+    this.ready = new Promise<void>((resolve, reject) => {
+      initDone = resolve;
+      initFailed = reject;
     });
-    this.worker.on('error', (error) => this.fail(lambdaError('Runtime.ExitError', String(error?.message ?? error), '')));
-    this.worker.on('exit', () => this.fail(lambdaError('Runtime.ExitError', `${fn.name}: the runtime exited`, '')));
+    this.ready.catch(() => undefined);
+    this.worker.on('message', (msg: { ready?: boolean; id?: number; ok?: boolean; result?: unknown; error?: WorkerError }) => {
+      if (msg.ready === true) return initDone();
+      if (msg.ready === false) {
+        this.dead = true;
+        return initFailed(lambdaError(msg.error!.name, msg.error!.message, msg.error!.stack));
+      }
+      const current = this.current;
+      if (!current || current.id !== msg.id) return;
+      this.current = undefined;
+      if (msg.ok) current.resolve(msg.result);
+      else current.reject(lambdaError(msg.error!.name, msg.error!.message, msg.error!.stack));
+    });
+    const crash = (message: string) => {
+      this.dead = true;
+      const error = lambdaError('Runtime.ExitError', message, '');
+      initFailed(error);
+      this.current?.reject(error);
+      this.current = undefined;
+    };
+    this.worker.on('error', (error) => crash(String(error?.message ?? error)));
+    this.worker.on('exit', () => crash(`${fn.name}: the runtime exited`));
   }
 
+  /** Runs one invocation; the timeout counts from here, after Init, as on AWS. */
   invoke(event: unknown): Promise<unknown> {
     const id = this.next++;
-    const deadline = Date.now() + this.fn.timeoutSeconds * 1000;
+    const timeoutMs = this.fn.timeoutSeconds * 1000;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
-        this.pending.delete(id);
-        // As on AWS, a timed-out invocation takes its container with it.
+        this.current = undefined;
+        // As on AWS, a timed-out invocation takes its sandbox with it (and only its own).
         reject(new TaskError('Sandbox.Timedout', JSON.stringify({ errorMessage: `Task timed out after ${this.fn.timeoutSeconds}.00 seconds` })));
         void this.terminate();
-      }, this.fn.timeoutSeconds * 1000);
-      this.pending.set(id, { resolve, reject, timer });
+      }, timeoutMs);
+      this.current = {
+        id,
+        resolve: (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        reject: (error) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      };
       this.worker.postMessage({
         id,
         event,
@@ -83,20 +112,11 @@ class Container {
           functionName: this.fn.name,
           awsRequestId: randomUUID(),
           invokedFunctionArn: this.fn.arn,
-          deadline,
+          deadline: Date.now() + timeoutMs,
           memoryLimitInMB: String(this.fn.memoryMb),
         },
       });
     });
-  }
-
-  private fail(error: Error) {
-    this.dead = true;
-    for (const [id, p] of this.pending) {
-      clearTimeout(p.timer);
-      p.reject(error);
-      this.pending.delete(id);
-    }
   }
 
   async terminate(): Promise<void> {
@@ -105,26 +125,60 @@ class Container {
   }
 }
 
+/**
+ * Sandboxes per function at most. Lambda scales far wider; here each sandbox is a thread with
+ * its own module graph (tens of MB), so invocations beyond this wait for a free one.
+ */
+const MAX_SANDBOXES = 16;
+
 export class LambdaHost {
-  private readonly containers = new Map<string, Container>();
+  private readonly sandboxes = new Map<string, Sandbox[]>();
+  private readonly waiting = new Map<string, (() => void)[]>();
+  private stopped = false;
   invocations = 0;
 
   constructor(private readonly baseEnv: Record<string, string>) {}
 
   async invoke(fn: LocalFunction, event: unknown): Promise<unknown> {
-    let container = this.containers.get(fn.name);
-    if (!container || container.dead) {
-      container = new Container(fn, this.baseEnv);
-      this.containers.set(fn.name, container);
-    }
+    const sandbox = await this.acquire(fn);
     this.invocations++;
-    // Lambda payloads cross as JSON: nothing but JSON reaches the handler.
-    return container.invoke(JSON.parse(JSON.stringify(event ?? null)));
+    try {
+      await sandbox.ready;
+      // Lambda payloads cross as JSON: nothing but JSON reaches the handler.
+      return await sandbox.invoke(JSON.parse(JSON.stringify(event ?? null)));
+    } finally {
+      sandbox.busy = false;
+      this.waiting.get(fn.name)?.shift()?.();
+    }
+  }
+
+  private async acquire(fn: LocalFunction): Promise<Sandbox> {
+    for (;;) {
+      if (this.stopped) throw new TaskError('Lambda.ServiceException', `${fn.name}: the local runtime is stopping`);
+      const pool = (this.sandboxes.get(fn.name) ?? []).filter((s) => !s.dead);
+      this.sandboxes.set(fn.name, pool);
+      let sandbox = pool.find((s) => !s.busy);
+      if (!sandbox && pool.length < MAX_SANDBOXES) {
+        sandbox = new Sandbox(fn, this.baseEnv);
+        pool.push(sandbox);
+      }
+      if (sandbox) {
+        sandbox.busy = true;
+        return sandbox;
+      }
+      await new Promise<void>((resolve) => {
+        const queue = this.waiting.get(fn.name) ?? [];
+        queue.push(resolve);
+        this.waiting.set(fn.name, queue);
+      });
+    }
   }
 
   async stop(): Promise<void> {
-    await Promise.all([...this.containers.values()].map((c) => c.terminate()));
-    this.containers.clear();
+    this.stopped = true;
+    for (const queue of this.waiting.values()) queue.splice(0).forEach((wake) => wake());
+    const all = [...this.sandboxes.values()].flat();
+    this.sandboxes.clear();
+    await Promise.all(all.map((s) => s.terminate()));
   }
 }
-

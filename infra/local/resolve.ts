@@ -7,6 +7,8 @@ import { createHash } from 'node:crypto';
 
 export const LOCAL_REGION = 'us-east-1';
 export const LOCAL_ACCOUNT = '000000000000';
+/** The emulators' credentials (s3rver knows only this key). */
+export const LOCAL_KEY = 'S3RVER';
 
 export interface CfnResource {
   Type: string;
@@ -22,7 +24,7 @@ export interface SynthStack {
   readonly template: CfnTemplate;
 }
 
-/** A resource by its physical name, so ARNs seen at run time map back to the template. */
+/** A resource of the synthesized app. */
 export interface LocalResource {
   readonly stack: string;
   readonly logicalId: string;
@@ -43,7 +45,6 @@ function physicalName(stack: string, logicalId: string, max: number, lower = fal
 export class TemplateResolver {
   private readonly stacks = new Map<string, CfnTemplate>();
   private readonly exports = new Map<string, { stack: string; value: unknown }>();
-  private readonly byPhysical = new Map<string, LocalResource>();
   /** Rewrites applied to every resolved string (the approval API's URL, for one). */
   private readonly rewrites: [string, string][] = [];
 
@@ -56,18 +57,7 @@ export class TemplateResolver {
           this.exports.set(name, { stack: s.stackName, value: output.Value });
         }
       }
-      for (const [logicalId, resource] of Object.entries(s.template.Resources)) {
-        const ref = this.refOf(s.stackName, logicalId, resource);
-        const entry = { stack: s.stackName, logicalId, resource };
-        this.byPhysical.set(ref, entry);
-        const arn = this.attrOf(s.stackName, logicalId, resource, 'Arn');
-        if (arn) this.byPhysical.set(arn, entry);
-      }
     }
-  }
-
-  stackNames(): string[] {
-    return [...this.stacks.keys()];
   }
 
   template(stack: string): CfnTemplate {
@@ -85,11 +75,6 @@ export class TemplateResolver {
       }
     }
     return out;
-  }
-
-  /** The resource whose local name or ARN this is. */
-  find(physical: string): LocalResource | undefined {
-    return this.byPhysical.get(physical);
   }
 
   /** Replace `from` with `to` in every string resolved from now on. */

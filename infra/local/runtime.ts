@@ -14,7 +14,7 @@ import { CreateBucketCommand, GetObjectCommand, HeadBucketCommand, HeadObjectCom
 import { CreateTableCommand, DynamoDBClient, waitUntilTableExists, type KeySchemaElement } from '@aws-sdk/client-dynamodb';
 import { StateMachine, type StateMachineDefinition } from 'aws-local-stepfunctions';
 import { EventEmitter } from 'node:events';
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -35,13 +35,10 @@ import { lockDataDir, startDynalite, startS3rver, type Listening, type S3Emulato
 import { matchesPattern } from './event-pattern.ts';
 import { startHttpApi } from './http-api.ts';
 import { LambdaHost, TaskError, type LocalFunction } from './lambda-host.ts';
-import { LOCAL_ACCOUNT, LOCAL_REGION, TemplateResolver, type SynthStack } from './resolve.ts';
+import { LOCAL_ACCOUNT, LOCAL_KEY, LOCAL_REGION, TemplateResolver, type SynthStack } from './resolve.ts';
 import { callSdk, sdkIntegration } from './sdk-tasks.ts';
 import { DISTRIBUTED_MAP_RESOURCE, exceedsTolerance, lowerDistributedMaps, type DistributedMapDef, type DistributedMapInput } from './distributed-map.ts';
 import { writeEml } from './outbox.ts';
-
-/** The emulators' credentials (s3rver knows only this key). */
-const LOCAL_KEY = 'S3RVER';
 
 /** Step Functions' limit on a state's input or output. */
 export const PAYLOAD_LIMIT_BYTES = 256 * 1024;
@@ -116,6 +113,10 @@ const ITEM_SELECTOR_STATE = 'Item selector (local)';
 interface RunScope {
   readonly record: ExecutionRecord;
   readonly machine: LocalMachine;
+  /** Set when the execution is aborted or has ended: Distributed Maps start no more child runs. */
+  ended: boolean;
+  /** Child runs of Distributed Maps in flight, aborted with their parent. */
+  readonly children: Set<{ abort(): void }>;
   readonly handlers: Record<string, (input: unknown) => Promise<unknown>>;
   overrides: Record<string, unknown>;
   readonly context: Record<string, unknown>;
@@ -147,6 +148,7 @@ export class LocalRuntime extends EventEmitter {
   private readonly callbacks = new CallbackRegistry();
   private readonly closers: (() => Promise<void> | void)[] = [];
   private readonly pendingEvents = new Set<Promise<unknown>>();
+  private stopping = false;
   private lambda!: LambdaHost;
   private batch!: BatchHost;
   private s3!: S3Client;
@@ -412,6 +414,7 @@ export class LocalRuntime extends EventEmitter {
 
   /** Starts an execution of a pipeline (by name or state machine ARN). */
   startExecution(pipelineOrArn: string, input: unknown, options: { name?: string } = {}): Execution {
+    if (this.stopping) throw new ApiError('ServiceUnavailable', 'the local runtime is stopping', 503);
     const machine = this.machines.get(pipelineOrArn) ?? [...this.machines.values()].find((m) => m.arn === pipelineOrArn);
     if (!machine) throw new UnknownPipelineError(pipelineOrArn, this.pipelines());
     const name = options.name ?? randomUUID();
@@ -436,6 +439,8 @@ export class LocalRuntime extends EventEmitter {
     const scope: RunScope = {
       record,
       machine,
+      ended: false,
+      children: new Set(),
       handlers: {},
       overrides: {},
       context: {
@@ -450,6 +455,10 @@ export class LocalRuntime extends EventEmitter {
       ...(this.options.retryDelayMs !== undefined ? { retryIntervalOverrides: retryOverrides(machine.tasks, this.options.retryDelayMs) } : {}),
     };
     const run = machine.engine.run(input as never, { overrides: scope.overrides as never, context: scope.context as never });
+    const endRun = () => {
+      scope.ended = true;
+      for (const child of scope.children) child.abort();
+    };
     const watch = (async () => {
       for await (const event of run.eventLogs) {
         const e = event as { type: string; state?: { name: string; output?: unknown }; parentState?: { name: string }; index?: number };
@@ -484,6 +493,7 @@ export class LocalRuntime extends EventEmitter {
         },
       )
       .then(async () => {
+        endRun();
         await watch;
         this.callbacks.sweep(executionArn);
         record.stopDate = new Date().toISOString();
@@ -491,7 +501,15 @@ export class LocalRuntime extends EventEmitter {
         this.emit('executionDone', record);
         return record;
       });
-    const execution: Execution = { executionArn, record, done, abort: () => run.abort() };
+    const execution: Execution = {
+      executionArn,
+      record,
+      done,
+      abort: () => {
+        endRun();
+        run.abort();
+      },
+    };
     this.executions.set(executionArn, execution);
     return execution;
   }
@@ -532,7 +550,8 @@ export class LocalRuntime extends EventEmitter {
         record.stats.lambdaInvocations++;
         // Register first, then invoke: a handler may call back before invoke returns.
         await this.invokeFunction(withToken.FunctionName, withToken.Payload).catch((error: Error) => {
-          this.callbacks.sendFailure(token, error.name, error.message);
+          // The Lambda's failure is the task's, unless the token was already answered or timed out.
+          this.callbacks.failIfPending(token, error.name, error.message);
         });
         return checked(done);
       };
@@ -585,14 +604,16 @@ export class LocalRuntime extends EventEmitter {
     // Child runs at once: the map's MaxConcurrency, bounded as inline Maps are locally.
     const width = Math.min(map.maxConcurrency, 40, Math.max(items.length, 1));
     const worker = async () => {
-      for (let index = next++; index < items.length; index = next++) {
+      for (let index = next++; index < items.length && !scope.ended; index = next++) {
         const value = items[index];
         let childInput: unknown = value;
         try {
           if (map.selector) {
             childInput = await map.selector.run(input.input as never, { context: { ...scope.context, Map: { Item: { Index: index, Value: value } } } as never }).result;
           }
-          const output = await map.engine.run(childInput as never, { overrides: scope.overrides as never, context: scope.context as never }).result;
+          const child = map.engine.run(childInput as never, { overrides: scope.overrides as never, context: scope.context as never });
+          scope.children.add(child);
+          const output = await child.result.finally(() => scope.children.delete(child));
           results.push({ Index: index, Input: childInput, Status: 'SUCCEEDED', Output: output });
           scope.record.stats.mapItemsDone++;
           this.emit('mapItem', { executionArn: scope.record.executionArn, state: stateName, index, ok: true });
@@ -764,9 +785,24 @@ export class LocalRuntime extends EventEmitter {
     };
     switch (action) {
       case 'StartExecution': {
-        const execution = this.startExecution(String(body.stateMachineArn), JSON.parse(String(body.input ?? '{}')), {
-          name: body.name === undefined ? undefined : String(body.name),
-        });
+        const arn = String(body.stateMachineArn);
+        const machine = [...this.machines.values()].find((m) => m.arn === arn);
+        if (!machine) throw new ApiError('StateMachineDoesNotExist', `State Machine Does Not Exist: '${arn}'`);
+        let input: unknown;
+        try {
+          input = JSON.parse(String(body.input ?? '{}'));
+        } catch (error) {
+          throw new ApiError('InvalidExecutionInput', `Invalid State Machine Execution Input: '${(error as Error).message}'`);
+        }
+        const name = body.name === undefined ? undefined : String(body.name);
+        if (name !== undefined) {
+          // As Step Functions: the same name and input as a running execution returns that execution.
+          const existing = this.executionRecord(`${arn.replace(':stateMachine:', ':execution:')}:${name}`);
+          if (existing?.status === 'RUNNING' && JSON.stringify(existing.input) === JSON.stringify(input)) {
+            return { executionArn: existing.executionArn, startDate: Date.parse(existing.startDate) / 1000 };
+          }
+        }
+        const execution = this.startExecution(arn, input, { name });
         return { executionArn: execution.executionArn, startDate: Date.parse(execution.record.startDate) / 1000 };
       }
       case 'DescribeExecution': {
@@ -784,8 +820,15 @@ export class LocalRuntime extends EventEmitter {
           ...(record.error ? { error: record.error, cause: record.cause } : {}),
         };
       }
-      case 'SendTaskSuccess':
-        return wrap(() => this.callbacks.sendSuccess(String(body.taskToken), JSON.parse(String(body.output))));
+      case 'SendTaskSuccess': {
+        let output: unknown;
+        try {
+          output = JSON.parse(String(body.output));
+        } catch (error) {
+          throw new ApiError('InvalidOutput', `Invalid task output: '${(error as Error).message}'`);
+        }
+        return wrap(() => this.callbacks.sendSuccess(String(body.taskToken), output));
+      }
       case 'SendTaskFailure':
         return wrap(() => this.callbacks.sendFailure(String(body.taskToken), String(body.error ?? ''), String(body.cause ?? '')));
       case 'SendTaskHeartbeat':
@@ -816,7 +859,10 @@ export class LocalRuntime extends EventEmitter {
   }
 
   private persist(record: ExecutionRecord): void {
-    writeFileSync(this.recordFile(record.executionArn), JSON.stringify(record, null, 2));
+    // Write then rename, so `frontier runs` in another process never reads half a record.
+    const file = this.recordFile(record.executionArn);
+    writeFileSync(`${file}.tmp`, JSON.stringify(record, null, 2));
+    renameSync(`${file}.tmp`, file);
   }
 
   executionRecord(executionArn: string): ExecutionRecord | undefined {
@@ -836,6 +882,9 @@ export class LocalRuntime extends EventEmitter {
   }
 
   async stop(): Promise<void> {
+    // No new executions; let event deliveries in flight finish; then end what still runs.
+    this.stopping = true;
+    await this.eventsSettled();
     for (const execution of this.executions.values()) {
       if (execution.record.status === 'RUNNING') execution.abort();
     }

@@ -25,7 +25,11 @@ export interface ApprovalGateProps {
   readonly title: string;
   /** Path of a flat object of small values shown to the approver. */
   readonly detailsPath: string;
-  /** How long to wait for a decision. Default: 7 days. At most 1 year (the Standard workflow limit). */
+  /**
+   * How long to wait for a decision. Default: 3 days, under the pipeline's 7-day default
+   * execution timeout, so that the timeout policy applies before the execution times out.
+   * At most 1 year (the Standard workflow limit).
+   */
   readonly timeout?: Duration;
   /** On timeout: `fail` the execution (default) or `continue` with `{approved: false, timedOut: true}`. */
   readonly onTimeout?: 'fail' | 'continue';
@@ -66,7 +70,7 @@ export function approvalRequestFunction(scope: Construct, steps: StepScope): Pip
 
 export function approvalGate(scope: Construct, stepId: string, props: ApprovalGateProps): sfn.Chain {
   checkStepId(stepId);
-  const timeout = props.timeout ?? Duration.days(7);
+  const timeout = props.timeout ?? Duration.days(3);
   if (timeout.toSeconds() < 60 || timeout.toSeconds() > 365 * 24 * 3600) {
     throw new ConfigError('timeout', `${timeout.toSeconds()} s`, 'must be between 1 minute and 1 year');
   }
@@ -103,7 +107,8 @@ export function approvalGate(scope: Construct, stepId: string, props: ApprovalGa
         result: sfn.Result.fromObject({ approved: false, timedOut: true }),
         resultPath: props.resultPath,
       }).next(done),
-      { errors: ['States.Timeout'] },
+      // Keep the state: the Catch's default ResultPath "$" would replace it with the error.
+      { errors: ['States.Timeout'], resultPath: sfn.JsonPath.DISCARD },
     );
   }
   return sfn.Chain.start(request).next(done);

@@ -20,7 +20,8 @@ export interface NagFinding {
   readonly reason: string;
 }
 
-const MIN_REASON_LENGTH = 20;
+/** Shortest reason accepted: long enough to say why, not just "not needed". */
+export const MIN_REASON_LENGTH = 20;
 
 /** Acknowledges findings on `scope` and everything under it; an id already acknowledged there is skipped. */
 export function acknowledgeFindings(scope: IConstruct, findings: readonly NagFinding[]): void {

@@ -3,8 +3,7 @@
  * version's index entry (lineage, metrics, card). Cached like any step, keyed by the files
  * and metadata (not the execution), so a fully cached rerun publishes nothing new.
  */
-import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
-import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
+import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Stack } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import { join } from 'node:path';
@@ -13,10 +12,9 @@ import { ARTIFACT_NAME } from '#shared/artifacts.ts';
 import { ENV } from '#shared/table.ts';
 import { REPO_ROOT } from './code-version.ts';
 import { PipelineFunction } from './function.ts';
-import { acknowledgeFindings, acknowledgeOnStateMachine, invokeGrantFinding, s3GrantFindings } from './nag-findings.ts';
-import { stateName } from './names.ts';
+import { acknowledgeFindings, s3GrantFindings } from './nag-findings.ts';
 import type { StepScope } from './resources.ts';
-import { LAMBDA_SERVICE_ERRORS, retryServiceErrors, step, type StepRunner } from './step.ts';
+import { invoke, step } from './step.ts';
 
 export interface PublishArtifactProps {
   readonly scope: StepScope;
@@ -65,25 +63,8 @@ export function publishArtifact(scope: Construct, stepId: string, props: Publish
     throw new ConfigError('name', props.name, 'must be lowercase letters, digits and "-", at most 63 characters');
   }
   const fn = publishFunction(scope, props.scope);
-  acknowledgeOnStateMachine(scope, [invokeGrantFinding(scope, fn.functionArn)]);
-  const runner: StepRunner = {
-    codeVersion: fn.codeVersion,
-    build(construct, id, payloadPath, resultPath) {
-      const task = new tasks.LambdaInvoke(construct, stateName(id, 'Invoke'), {
-        lambdaFunction: fn,
-        // The execution id is lineage, not part of what is published: it stays out of the cache key.
-        payload: sfn.TaskInput.fromObject({
-          'request.$': payloadPath,
-          'executionId.$': '$$.Execution.Id',
-        }),
-        payloadResponseOnly: true,
-        retryOnServiceExceptions: false,
-        resultPath,
-      });
-      retryServiceErrors(task, LAMBDA_SERVICE_ERRORS);
-      return sfn.Chain.start(task);
-    },
-  };
+  // The execution id is lineage, not part of what is published: it stays out of the cache key.
+  const runner = invoke(fn, { payload: { 'request.$': '{inputs}', 'executionId.$': '$$.Execution.Id' } });
   const inputs: Record<string, unknown> = {
     name: props.name,
     pipeline: props.scope.pipeline,

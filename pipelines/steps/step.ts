@@ -22,21 +22,25 @@ export const SCRATCH = '$._step';
 
 /** Errors of the Lambda service itself, worth retrying; errors our code throws are not. */
 export const LAMBDA_SERVICE_ERRORS = [
+  'Lambda.ClientExecutionTimeoutException',
   'Lambda.ServiceException',
   'Lambda.AWSLambdaException',
   'Lambda.SdkClientException',
   'Lambda.TooManyRequestsException',
 ];
 
-/** Throttling and transient errors of direct DynamoDB and S3 integrations. */
+/**
+ * Throttling and transient errors of direct DynamoDB and S3 integrations. Step Functions names
+ * an SDK integration's error `<Service>.<Name>` with "Exception" always appended.
+ */
 export const SERVICE_ERRORS = [
   'DynamoDb.ProvisionedThroughputExceededException',
-  'DynamoDb.RequestLimitExceeded',
+  'DynamoDb.RequestLimitExceededException',
   'DynamoDb.ThrottlingException',
   'DynamoDb.InternalServerErrorException',
-  'S3.SlowDown',
-  'S3.InternalError',
-  'S3.ServiceUnavailable',
+  'S3.SlowDownException',
+  'S3.InternalErrorException',
+  'S3.ServiceUnavailableException',
 ];
 
 export function retryServiceErrors(state: sfn.TaskStateBase, errors: string[]): void {
@@ -57,16 +61,23 @@ export interface StepRunner {
   build(scope: Construct, stepId: string, payloadPath: string, resultPath: string): sfn.Chain;
 }
 
-/** Run a PipelineFunction: one invoke, service errors retried with jitter. */
-export function invoke(fn: PipelineFunction): StepRunner {
+/**
+ * Run a PipelineFunction: one invoke, service errors retried with jitter. The event is the
+ * step's inputs; `payload` builds another event from them (its JSONPaths may use
+ * `{inputs}`, replaced by the inputs' path), e.g. to add values that stay out of the cache key.
+ */
+export function invoke(fn: PipelineFunction, options: { payload?: Record<string, string> } = {}): StepRunner {
   return {
     codeVersion: fn.codeVersion,
     build(scope, stepId, payloadPath, resultPath) {
+      const payload = options.payload;
       const task = new tasks.LambdaInvoke(scope, stateName(stepId, 'Invoke'), {
         lambdaFunction: fn,
         // The state's input narrowed to the payload is the event; ResultPath still merges
         // into the whole state.
-        inputPath: payloadPath,
+        ...(payload
+          ? { payload: sfn.TaskInput.fromObject(Object.fromEntries(Object.entries(payload).map(([k, v]) => [k, v.replace('{inputs}', payloadPath)]))) }
+          : { inputPath: payloadPath }),
         payloadResponseOnly: true,
         retryOnServiceExceptions: false,
         resultPath,
@@ -137,14 +148,9 @@ export function runJob(job: BatchJob, scope: StepScope): StepRunner {
         parameters: { Bucket: bucket.bucketName, Key: sfn.JsonPath.stringAt(`${SCRATCH}.job.resultKey`) },
         iamResources: [bucket.arnForObjects('runs/*')],
         // Without s3:ListBucket a missing key is AccessDenied, not NoSuchKey, and the Catch
-        // below that names a job without result.json would never match.
-        additionalIamStatements: [
-          new iam.PolicyStatement({
-            actions: ['s3:ListBucket'],
-            resources: [bucket.bucketArn],
-            conditions: { StringLike: { 's3:prefix': ['runs/*'] } },
-          }),
-        ],
+        // below that names a job without result.json would never match. No s3:prefix condition:
+        // a GetObject request carries no prefix for S3 to test it against.
+        additionalIamStatements: [new iam.PolicyStatement({ actions: ['s3:ListBucket'], resources: [bucket.bucketArn] })],
         resultSelector: { 'value.$': 'States.StringToJson($.Body)' },
         resultPath: `${SCRATCH}.job.result`,
       });
@@ -154,7 +160,7 @@ export function runJob(job: BatchJob, scope: StepScope): StepRunner {
           error: 'JobResultMissing',
           cause: `The ${stepId} job exited 0 but wrote no result.json under its OUTPUT_URI`,
         }),
-        { errors: ['S3.NoSuchKeyException', 'S3.NoSuchKey'] },
+        { errors: ['S3.NoSuchKeyException'] },
       );
       const deliver = new sfn.Pass(construct, stateName(stepId, 'Job result'), {
         inputPath: `${SCRATCH}.job.result.value`,

@@ -108,7 +108,6 @@ describe('trigger handler', () => {
         etag: event.detail.object.etag,
         versionId: event.detail.object['version-id'],
         size: 5,
-        eventTime: event.time,
       },
     });
     assert.equal(ddb.commandCalls(DeleteCommand).length, 0);
@@ -123,11 +122,56 @@ describe('trigger handler', () => {
     assert.equal(JSON.parse(start.input!).trigger.versionId, null);
   });
 
-  it('starts nothing for a duplicate event already in the ledger', async () => {
+  it('gives every delivery of one object the same execution input', async () => {
+    // S3 may announce one object twice under different event ids and times; Step Functions
+    // returns the running execution for a repeated start only when the input is identical.
+    await handler(event);
+    await handler({ ...event, id: 'a-different-event-id', time: '2027-01-15T12:00:07Z' });
+    const [first, second] = sfn.commandCalls(StartExecutionCommand).map((call) => call.args[0].input);
+    assert.equal(second!.name, first!.name);
+    assert.equal(second!.input, first!.input);
+  });
+
+  it('starts the run on a redelivery after the first delivery recorded the object but lost its start', async () => {
     ddb.on(PutCommand).rejects(new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} }));
     const result = await handler(event);
+    const name = executionNameFor(parseObjectCreatedEvent(event));
+    assert.deepEqual(result, { started: true, duplicate: true, executionName: name, executionArn: EXECUTION_ARN });
+    const starts = sfn.commandCalls(StartExecutionCommand);
+    assert.equal(starts.length, 1);
+    assert.equal(starts[0]!.args[0].input.name, name);
+    assert.equal(ddb.commandCalls(DeleteCommand).length, 0);
+  });
+
+  it('returns the running execution on a redelivery while the run is still running, without a second run', async () => {
+    // First delivery: recorded and started.
+    const first = await handler(event);
+    assert.equal(first.started, true);
+    // Redelivery: the ledger refuses, and Step Functions answers the same name and input for a
+    // RUNNING execution with that execution (the mock answers as AWS does: success, same ARN).
+    ddb.on(PutCommand).rejects(new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} }));
+    const again = await handler({ ...event, id: 'redelivered' });
+    assert.deepEqual(again, { started: true, duplicate: true, executionName: first.executionName, executionArn: EXECUTION_ARN });
+    const starts = sfn.commandCalls(StartExecutionCommand).map((call) => call.args[0].input);
+    assert.equal(starts.length, 2);
+    assert.deepEqual(starts[1], starts[0], 'the same name and the same input, so AWS cannot start a second run');
+    assert.equal(ddb.commandCalls(DeleteCommand).length, 0);
+  });
+
+  it('reports a duplicate on a redelivery after the run has finished', async () => {
+    ddb.on(PutCommand).rejects(new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} }));
+    sfn.on(StartExecutionCommand).rejects(new ExecutionAlreadyExists({ message: 'Execution Already Exists', $metadata: {} }));
+    const result = await handler(event);
     assert.deepEqual(result, { started: false, duplicate: true, executionName: executionNameFor(parseObjectCreatedEvent(event)) });
-    assert.equal(sfn.commandCalls(StartExecutionCommand).length, 0);
+    assert.equal(sfn.commandCalls(StartExecutionCommand).length, 1);
+    assert.equal(ddb.commandCalls(DeleteCommand).length, 0);
+  });
+
+  it('rethrows a start failure on a redelivery and keeps the earlier delivery\'s ledger entry', async () => {
+    ddb.on(PutCommand).rejects(new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} }));
+    const failure = new SFNServiceException({ name: 'ServiceUnavailable', $fault: 'server', message: 'try later', $metadata: {} });
+    sfn.on(StartExecutionCommand).rejects(failure);
+    await assert.rejects(handler(event), (error: unknown) => error === failure);
     assert.equal(ddb.commandCalls(DeleteCommand).length, 0);
   });
 
