@@ -45,12 +45,18 @@ export async function runAws(
     new StartExecutionCommand({ stateMachineArn, name: options.name, input: JSON.stringify({ config }) }),
   );
   io.out(`started ${executionArn}`);
-  let nextToken: string | undefined;
   const mapItems = { done: 0, failed: 0 };
+  // History ids only grow: each poll prints the events after the last one shown.
+  let lastShown = 0;
   for (;;) {
+    let nextToken: string | undefined;
     do {
       const page = await clients.sfn.send(new GetExecutionHistoryCommand({ executionArn, nextToken, maxResults: 500 }));
-      for (const event of page.events ?? []) describeEvent(event, mapItems, io);
+      for (const event of page.events ?? []) {
+        if ((event.id ?? 0) <= lastShown) continue;
+        lastShown = event.id ?? lastShown;
+        describeEvent(event, mapItems, io);
+      }
       nextToken = page.nextToken;
     } while (nextToken);
     const described = await clients.sfn.send(new DescribeExecutionCommand({ executionArn }));

@@ -371,6 +371,10 @@ export class LocalRuntime extends EventEmitter {
       const definition = JSON.parse(String(resolver.resolve(stack, resource.Properties!.DefinitionString))) as StateMachineDefinition;
       const lowered = lowerDistributedMaps(definition);
       const prepared = prepareAsl(lowered.asl);
+      if (prepared.duplicateTaskNames.length) {
+        // Local handlers are keyed by state name: two Tasks of one name would share one.
+        throw new UnsupportedLocally(`${pipeline}: Task names used twice: ${prepared.duplicateTaskNames.join(', ')}`);
+      }
       const tasks = [...prepared.tasks];
       const distributed = new Map<string, DistributedMapDef & { engine: StateMachine; selector?: StateMachine }>();
       for (const [name, map] of lowered.maps) {
@@ -611,7 +615,12 @@ export class LocalRuntime extends EventEmitter {
           if (map.selector) {
             childInput = await map.selector.run(input.input as never, { context: { ...scope.context, Map: { Item: { Index: index, Value: value } } } as never }).result;
           }
-          const child = map.engine.run(childInput as never, { overrides: scope.overrides as never, context: scope.context as never });
+          // Each child is an execution of its own on AWS: its own id, name and input.
+          const childContext = {
+            ...scope.context,
+            Execution: { Id: `${mapRunArn}:${index}`, Name: String(index), Input: childInput, StartTime: new Date().toISOString(), RoleArn: `arn:aws:iam::${LOCAL_ACCOUNT}:role/local` },
+          };
+          const child = map.engine.run(childInput as never, { overrides: scope.overrides as never, context: childContext as never });
           scope.children.add(child);
           const output = await child.result.finally(() => scope.children.delete(child));
           results.push({ Index: index, Input: childInput, Status: 'SUCCEEDED', Output: output });

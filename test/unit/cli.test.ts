@@ -94,7 +94,13 @@ describe('cli: --target aws', () => {
     sfn
       .on(GetExecutionHistoryCommand)
       .resolvesOnce({ events: [{ id: 1, timestamp: new Date(), type: 'TaskStateEntered', stateEnteredEventDetails: { name: 'prepare: Invoke' } }] })
-      .resolves({ events: [{ id: 2, timestamp: new Date(), type: 'MapIterationSucceeded' }] });
+      // The next poll returns the whole history again: only the new event is shown.
+      .resolves({
+        events: [
+          { id: 1, timestamp: new Date(), type: 'TaskStateEntered', stateEnteredEventDetails: { name: 'prepare: Invoke' } },
+          { id: 2, timestamp: new Date(), type: 'MapIterationSucceeded' },
+        ],
+      });
     sfn.on(DescribeExecutionCommand).resolvesOnce({ status: 'RUNNING', executionArn: `${arn}:exec`, stateMachineArn: arn, startDate: new Date() }).resolves({
       status: 'SUCCEEDED',
       executionArn: `${arn}:exec`,
@@ -109,8 +115,9 @@ describe('cli: --target aws', () => {
     const start = sfn.commandCalls(StartExecutionCommand)[0]!.args[0].input;
     assert.equal(start.stateMachineArn, arn);
     assert.deepEqual(JSON.parse(start.input!), { config: { items: [1] } });
-    assert.match(c.text(), /> prepare: Invoke/);
-    assert.match(c.text(), /map items: 1 done/);
+    assert.equal(c.text().match(/> prepare: Invoke/g)?.length, 1, 'each event shown once');
+    assert.equal(c.text().match(/map items: 1 done/g)?.length, 1);
+    assert.doesNotMatch(c.text(), /map items: 2 done/);
   });
 });
 
