@@ -11,7 +11,11 @@ import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 
 const python = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
 const jobsDir = join(REPO_ROOT, 'batch-jobs');
-const jobs = readdirSync(jobsDir).filter((d) => existsSync(join(jobsDir, d, 'Dockerfile')));
+// Every folder with unittest modules: job folders, and common/ (the contract every image copies in).
+const jobs = readdirSync(jobsDir, { withFileTypes: true })
+  .filter((d) => d.isDirectory() && !d.name.startsWith('.'))
+  .map((d) => d.name)
+  .filter((d) => readdirSync(join(jobsDir, d)).some((f) => /^test_.*\.py$/.test(f)));
 
 describe('Python job modules (unittest)', () => {
   for (const job of jobs) {
