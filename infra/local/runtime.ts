@@ -463,26 +463,12 @@ export class LocalRuntime extends EventEmitter {
       scope.ended = true;
       for (const child of scope.children) child.abort();
     };
-    const watch = (async () => {
-      for await (const event of run.eventLogs) {
-        const e = event as { type: string; state?: { name: string; output?: unknown }; parentState?: { name: string }; index?: number };
-        if (e.type === 'StateEntered' && e.state) {
-          record.stats.statesEntered++;
-          this.emit('stateEntered', { executionArn, state: e.state.name });
-        } else if (e.type === 'StateExited' && e.state && e.state.output !== undefined) {
-          const bytes = jsonByteLength(e.state.output);
-          if (bytes > PAYLOAD_LIMIT_BYTES && !failure) {
-            failure = new DataLimitError(e.state.name, bytes);
-            run.abort();
-          }
-        } else if ((e.type === 'MapIterationSucceeded' || e.type === 'MapIterationFailed') && e.parentState) {
-          const ok = e.type === 'MapIterationSucceeded';
-          if (ok) record.stats.mapItemsDone++;
-          else record.stats.mapItemsFailed++;
-          this.emit('mapItem', { executionArn, state: e.parentState.name, index: e.index ?? -1, ok });
-        }
+    const watch = this.watchEvents(run, record, (error) => {
+      if (!failure) {
+        failure = error;
+        run.abort();
       }
-    })().catch(() => undefined);
+    });
     const done = run.result
       .then(
         (output) => {
@@ -516,6 +502,31 @@ export class LocalRuntime extends EventEmitter {
     };
     this.executions.set(executionArn, execution);
     return execution;
+  }
+
+  /**
+   * Follows a run's event log (an execution's, or a Distributed Map child's): states entered
+   * and Map items for progress, and every state's output against the 256 KiB limit.
+   */
+  private watchEvents(run: { eventLogs: AsyncGenerator<unknown> }, record: ExecutionRecord, onLimit: (error: DataLimitError) => void): Promise<void> {
+    const executionArn = record.executionArn;
+    return (async () => {
+      for await (const event of run.eventLogs) {
+        const e = event as { type: string; state?: { name: string; output?: unknown }; parentState?: { name: string }; index?: number };
+        if (e.type === 'StateEntered' && e.state) {
+          record.stats.statesEntered++;
+          this.emit('stateEntered', { executionArn, state: e.state.name });
+        } else if (e.type === 'StateExited' && e.state && e.state.output !== undefined) {
+          const bytes = jsonByteLength(e.state.output);
+          if (bytes > PAYLOAD_LIMIT_BYTES) onLimit(new DataLimitError(e.state.name, bytes));
+        } else if ((e.type === 'MapIterationSucceeded' || e.type === 'MapIterationFailed') && e.parentState) {
+          const ok = e.type === 'MapIterationSucceeded';
+          if (ok) record.stats.mapItemsDone++;
+          else record.stats.mapItemsFailed++;
+          this.emit('mapItem', { executionArn, state: e.parentState.name, index: e.index ?? -1, ok });
+        }
+      }
+    })().catch(() => undefined);
   }
 
   /** The handler of one Task state, for one execution. */
@@ -622,7 +633,17 @@ export class LocalRuntime extends EventEmitter {
           };
           const child = map.engine.run(childInput as never, { overrides: scope.overrides as never, context: childContext as never });
           scope.children.add(child);
-          const output = await child.result.finally(() => scope.children.delete(child));
+          // A child state over 256 KiB fails that child, as it fails a child execution on AWS.
+          let limit: DataLimitError | undefined;
+          const watching = this.watchEvents(child, scope.record, (error) => {
+            limit ??= error;
+            child.abort();
+          });
+          const output = await child.result.finally(() => scope.children.delete(child)).catch((error: Error) => {
+            throw limit ?? error;
+          });
+          await watching;
+          if (limit) throw limit;
           results.push({ Index: index, Input: childInput, Status: 'SUCCEEDED', Output: output });
           scope.record.stats.mapItemsDone++;
           this.emit('mapItem', { executionArn: scope.record.executionArn, state: stateName, index, ok: true });
