@@ -97,6 +97,9 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
         return 0;
       case 'artifacts':
       case 'approvals': {
+        if (values.target === 'aws') {
+          throw new ConfigError('--target', 'aws', `"${command}" reads the local index; against AWS, query the platform table (FrontierPlatform output TableName) with the AWS CLI`);
+        }
         const data = await openLocalData(dataDir);
         try {
           const [sub, arg] = rest;
@@ -118,6 +121,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
       case 'cache': {
         const [sub, pipelineName, step] = rest;
         if (sub !== 'explain') throw new ConfigError('cache', sub, 'the only subcommand is explain');
+        if (values.target === 'aws') throw new ConfigError('--target', 'aws', '"cache explain" compares against the local cache only');
         const entry = pipelineNamed(pipelineName);
         const runtime = await LocalRuntime.start({ dataDir, portBase });
         try {

@@ -44,9 +44,10 @@ export async function startHttpApi(
     const [method, path] = raw.RouteKey.split(' ') as [string, string];
     const params: string[] = [];
     const pattern = new RegExp(
-      `^${path.replace(/\{([^}+]+)\+?\}/g, (_m, name: string) => {
+      `^${path.replace(/\{([^}+]+)(\+?)\}/g, (_m, name: string, greedy: string) => {
         params.push(name);
-        return '([^/]+)';
+        // {name+} is API Gateway's greedy parameter: the rest of the path, slashes included.
+        return greedy ? '(.+)' : '([^/]+)';
       })}$`,
     );
     routes.push({ method, pattern, params, routeKey: raw.RouteKey, functionArn });

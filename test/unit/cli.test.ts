@@ -51,6 +51,14 @@ describe('cli: errors', () => {
     assert.match(d.text(), /unknown command "frobnicate"/);
   });
 
+  it('commands that read only local data refuse --target aws rather than show local data', async () => {
+    for (const args of [['artifacts', 'list'], ['approvals', 'list'], ['cache', 'explain']]) {
+      const c = capture();
+      assert.equal(await main([...args, '--target', 'aws'], c.io), 1);
+      assert.match(c.text(), /--target: .*(local index|local cache)/);
+    }
+  });
+
   it('reset refuses without --yes', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'fp-cli-reset-'));
     const c = capture();
