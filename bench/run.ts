@@ -4,6 +4,7 @@
  * - Embedded runtime overhead per state transition, on a 200-state Pass chain.
  * - Fully cached rerun of the probe pipeline against its cold run (and what the rerun started).
  * - `cdk synth` of the whole app, offline, with bundling.
+ * - The joint Elo fit over a full league: 22 players, 231 matches of 400 games.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -12,6 +13,8 @@ import { join } from 'node:path';
 import { LocalRuntime } from '#infra/local/runtime.ts';
 import { PIPELINES } from '#infra/registry.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
+import { expectedScore, fitElo, fitEloPoint, type EloMatch } from '#shared/elo.ts';
+import { seededRandom } from '#shared/random.ts';
 import { CHAIN_LENGTH, CHAIN_PIPELINE } from './chain-stack.ts';
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -89,6 +92,36 @@ function cdkSynth(): void {
   console.log(`cdk synth (whole app, bundling, cdk-nag): ${times.map((t) => t.toFixed(1)).join(' s, ')} s`);
 }
 
+function eloFit(): void {
+  // A league of 22 players with spread-out true ratings, every pair playing 400 games.
+  const random = seededRandom(7);
+  const players = Array.from({ length: 22 }, (_, i) => (i === 0 ? 'random' : `p${i}`));
+  const truth = players.map((_, i) => i * 40);
+  const matches: EloMatch[] = [];
+  for (let a = 0; a < players.length; a++) {
+    for (let b = a + 1; b < players.length; b++) {
+      const p = expectedScore(truth[a]!, truth[b]!);
+      let winsA = 0;
+      for (let g = 0; g < 400; g++) if (random() < p) winsA++;
+      matches.push({ a: players[a]!, b: players[b]!, winsA, winsB: 400 - winsA, draws: 0 });
+    }
+  }
+  const input = { players, matches, anchor: 'random' };
+  fitEloPoint(input); // warm-up: the first call compiles
+  const point: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    const t0 = performance.now();
+    fitEloPoint(input);
+    point.push(performance.now() - t0);
+  }
+  const t0 = performance.now();
+  fitElo(input, { bootstrapSamples: 200 });
+  const withBootstrap = performance.now() - t0;
+  figures.eloFit = { matches: matches.length, players: players.length, pointFitMs: median(point), goalMs: 50, withBootstrap200Ms: withBootstrap };
+  console.log(`Elo fit, 22 players / ${matches.length} matches: ${median(point).toFixed(2)} ms (goal <= 50 ms); with 200 bootstrap resamples ${withBootstrap.toFixed(0)} ms`);
+}
+
+eloFit();
 await transitionOverhead();
 await cachedRerun();
 cdkSynth();

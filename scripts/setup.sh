@@ -7,10 +7,12 @@ SUDO=""
 if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-# python3 + python3-boto3 + python3-numpy: Batch jobs run locally as child processes, reach S3
-# with boto3 and vectorise with numpy. chromium: the browser tests (driven by playwright-core,
-# no browser download).
-$SUDO apt-get install -y -qq --no-install-recommends python3 python3-boto3 python3-numpy chromium > /dev/null
+# python3 + python3-boto3 + python3-numpy + python3-torch: Batch jobs run locally as child
+# processes, reach S3 with boto3, train with PyTorch (1.13 on CPU here). python3-onnx: tests
+# build the small ONNX models they need. chromium: the browser tests (driven by
+# playwright-core, no browser download).
+$SUDO apt-get install -y -qq --no-install-recommends \
+  python3 python3-boto3 python3-numpy python3-torch python3-onnx chromium > /dev/null
 
 # allowScripts in package.json keeps onnxruntime-node's postinstall from downloading;
 # patch-package applies patches/ to the local Step Functions engine.
