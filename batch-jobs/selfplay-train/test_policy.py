@@ -1,0 +1,285 @@
+import os
+import re
+import tempfile
+import unittest
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+
+from connect4_env import COLS, OBSERVATION_SIZE, Connect4Env
+from policy import (
+    ILLEGAL_LOGIT,
+    CheckpointError,
+    PolicyConfig,
+    PolicyNet,
+    evaluate_actions,
+    export_onnx,
+    load_checkpoint,
+    masked_logits,
+    save_checkpoint,
+)
+
+torch.set_num_threads(1)
+
+
+class NotAWeight:
+    """A pickled object the weights-only loader must refuse (it could run code on load)."""
+
+
+def run_onnx_with_numpy(model: onnx.ModelProto, obs: np.ndarray) -> np.ndarray:
+    """A tiny evaluator for the ops an MLP exports to; any other op fails the test."""
+    values = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
+    values[model.graph.input[0].name] = obs
+    for node in model.graph.node:  # ONNX stores nodes in topological order
+        inputs = [values[name] for name in node.input if name]
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type == "Gemm":
+            a, b = inputs[0], inputs[1]
+            a = a.T if attrs.get("transA", 0) else a
+            b = b.T if attrs.get("transB", 0) else b
+            out = attrs.get("alpha", 1.0) * (a @ b)
+            if len(inputs) > 2:
+                out = out + attrs.get("beta", 1.0) * inputs[2]
+        elif node.op_type == "MatMul":
+            out = inputs[0] @ inputs[1]
+        elif node.op_type == "Add":
+            out = inputs[0] + inputs[1]
+        elif node.op_type == "Relu":
+            out = np.maximum(inputs[0], 0)
+        elif node.op_type == "Identity":
+            out = inputs[0]
+        else:
+            raise AssertionError(f"unexpected op {node.op_type} in the exported policy")
+        values[node.output[0]] = out
+    return values[model.graph.output[0].name]
+
+
+def dims(value_info) -> list:
+    return [d.dim_param or d.dim_value for d in value_info.type.tensor_type.shape.dim]
+
+
+class PolicyConfigTest(unittest.TestCase):
+    def test_defaults_are_the_reference_mlp(self):
+        config = PolicyConfig()
+        self.assertEqual((config.observation_size, config.hidden_sizes, config.num_actions),
+                         (126, (256, 256), 7))
+
+    def test_a_json_list_becomes_a_tuple_and_round_trips(self):
+        config = PolicyConfig.from_dict({"hidden_sizes": [64, 32]})
+        self.assertEqual(config.hidden_sizes, (64, 32))
+        self.assertEqual(PolicyConfig.from_dict(config.to_dict()), config)
+
+    def test_bad_fields_are_named_with_their_values(self):
+        cases = [({"hidden_sizes": ()}, "hidden_sizes"), ({"hidden_sizes": [64, 0]}, "hidden_sizes[1]"),
+                 ({"hidden_sizes": "256"}, "hidden_sizes"), ({"num_actions": True}, "num_actions"),
+                 ({"observation_size": -1}, "observation_size")]
+        for fields, name in cases:
+            with self.subTest(fields=fields):
+                with self.assertRaisesRegex(ValueError, f"^{re.escape(name)}: must"):
+                    PolicyConfig.from_dict(fields)
+        with self.assertRaisesRegex(ValueError, "unknown field.*hidden"):
+            PolicyConfig.from_dict({"hidden": [8]})
+
+
+class PolicyNetTest(unittest.TestCase):
+    def test_shapes_and_parameter_count(self):
+        net = PolicyNet()
+        logits, value = net(torch.zeros(5, OBSERVATION_SIZE))
+        self.assertEqual(tuple(logits.shape), (5, COLS))
+        self.assertEqual(tuple(value.shape), (5,))
+        expected = (126 * 256 + 256) + (256 * 256 + 256) + (256 * 7 + 7) + (256 + 1)
+        self.assertEqual(sum(p.numel() for p in net.parameters()), expected)
+        torch.testing.assert_close(net.logits(torch.ones(2, 126)), net(torch.ones(2, 126))[0])
+
+
+class MaskingTest(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(1)
+        # Illegal moves get the largest raw logits, so any leak would show.
+        self.mask = torch.rand(64, COLS) < 0.6
+        self.mask[torch.arange(64), torch.randint(0, COLS, (64,))] = True  # at least one legal each
+        self.logits = torch.randn(64, COLS) + 50.0 * (~self.mask).float()
+
+    def test_illegal_moves_get_exactly_zero_probability(self):
+        probs = torch.softmax(masked_logits(self.logits, self.mask), dim=-1)
+        self.assertTrue(torch.all(probs[~self.mask] == 0))
+        torch.testing.assert_close(probs.sum(-1), torch.ones(64))
+
+    def test_argmax_and_samples_are_always_legal(self):
+        masked = masked_logits(self.logits, self.mask)
+        greedy = masked.argmax(-1)
+        self.assertTrue(torch.all(self.mask[torch.arange(64), greedy]))
+        samples = torch.distributions.Categorical(logits=masked).sample((200,))  # [200, 64]
+        self.assertTrue(torch.all(self.mask.expand(200, -1, -1).gather(2, samples.unsqueeze(-1))))
+
+    def test_no_nan_even_for_a_row_with_no_legal_move(self):
+        mask = self.mask.clone()
+        mask[0] = False  # a finished game
+        dist = torch.distributions.Categorical(logits=masked_logits(self.logits, mask))
+        self.assertFalse(torch.isnan(dist.probs).any())
+        self.assertFalse(torch.isnan(dist.entropy()).any())
+        torch.testing.assert_close(dist.probs[0], torch.full((COLS,), 1 / COLS))
+
+    def test_entropy_and_log_prob_of_the_masked_policy(self):
+        # Two legal moves with equal logits: entropy ln 2, each log-prob ln 0.5.
+        net = PolicyNet(PolicyConfig(hidden_sizes=(8,)))
+        with torch.no_grad():
+            net.policy_head.weight.zero_()
+            net.policy_head.bias.copy_(torch.tensor([0.0, 0.0, 9.0, 9.0, 9.0, 9.0, 9.0]))
+        mask = torch.tensor([[True, True, False, False, False, False, False]])
+        logp, entropy, value = evaluate_actions(net, torch.zeros(1, 126), mask, torch.tensor([1]))
+        self.assertAlmostEqual(float(entropy), np.log(2), places=6)
+        self.assertAlmostEqual(float(logp), np.log(0.5), places=6)
+        self.assertEqual(tuple(value.shape), (1,))
+
+    def test_a_full_column_from_the_real_environment_is_never_chosen(self):
+        env = Connect4Env.from_moves([[3, 3, 3, 3, 3, 3]])  # column 3 is full
+        net = PolicyNet(PolicyConfig(hidden_sizes=(8,)))
+        with torch.no_grad():
+            net.policy_head.bias[3] = 1e6
+        logits, _ = net(torch.from_numpy(env.observation()))
+        self.assertEqual(int(logits.argmax(-1)), 3)
+        self.assertNotEqual(int(masked_logits(logits, env.legal_mask()).argmax(-1)), 3)
+        self.assertEqual(float(torch.softmax(masked_logits(logits, env.legal_mask()), -1)[0, 3]), 0.0)
+
+    def test_illegal_logit_is_finite(self):
+        self.assertTrue(np.isfinite(ILLEGAL_LOGIT))
+
+    def test_mask_shape_must_match(self):
+        with self.assertRaisesRegex(ValueError, "legal_mask"):
+            masked_logits(torch.zeros(2, 7), torch.ones(2, 6, dtype=torch.bool))
+
+
+class OnnxExportTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        torch.manual_seed(2)
+        cls.net = PolicyNet()
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.path = os.path.join(cls.tmp.name, "policy.onnx")
+        export_onnx(cls.net, cls.path)
+        cls.model = onnx.load(cls.path)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_graph_is_valid_opset_13_with_the_contracted_names_and_shapes(self):
+        onnx.checker.check_model(self.model)
+        self.assertEqual([o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")], [13])
+        self.assertEqual([i.name for i in self.model.graph.input], ["obs"])
+        self.assertEqual([o.name for o in self.model.graph.output], ["logits"])
+        obs, logits = self.model.graph.input[0], self.model.graph.output[0]
+        self.assertEqual(obs.type.tensor_type.elem_type, onnx.TensorProto.FLOAT)
+        self.assertEqual(logits.type.tensor_type.elem_type, onnx.TensorProto.FLOAT)
+        self.assertEqual(dims(obs), ["batch", 126])
+        self.assertEqual(dims(logits), ["batch", 7])
+        self.assertFalse(os.path.exists(self.path + ".tmp"))
+
+    def test_only_the_logits_head_is_exported(self):
+        shapes = sorted(tuple(init.dims) for init in self.model.graph.initializer)
+        # trunk 126->256->256 and the move head 256->7; no value head (256->1).
+        self.assertEqual(len(shapes), 6)
+        self.assertNotIn((1, 256), shapes)
+        self.assertNotIn((256, 1), shapes)
+        self.assertNotIn((1,), shapes)
+
+    def test_numpy_evaluation_of_the_graph_matches_torch(self):
+        rng = np.random.default_rng(3)
+        for batch in (1, 5, 64):
+            obs = rng.integers(0, 2, size=(batch, OBSERVATION_SIZE)).astype(np.float32)
+            expected = self.net.logits(torch.from_numpy(obs)).detach().numpy()
+            got = run_onnx_with_numpy(self.model, obs)
+            self.assertEqual(got.shape, (batch, 7))
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+    def test_export_leaves_a_training_net_as_it_was(self):
+        net = PolicyNet(PolicyConfig(hidden_sizes=(16,)))
+        net.train()
+        before = {k: v.clone() for k, v in net.state_dict().items()}
+        export_onnx(net, os.path.join(self.tmp.name, "small.onnx"))
+        self.assertTrue(net.training)
+        for key, value in net.state_dict().items():
+            self.assertTrue(torch.equal(value, before[key]), key)
+
+
+class CheckpointTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.path = os.path.join(self.tmp.name, "checkpoint.pt")
+
+    @staticmethod
+    def train_step(net, optimizer, seed):
+        generator = torch.Generator().manual_seed(seed)
+        obs = torch.rand(8, 126, generator=generator)
+        logits, value = net(obs)
+        loss = logits.pow(2).mean() + value.pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    def test_round_trip_rebuilds_the_architecture_from_the_file_alone(self):
+        torch.manual_seed(4)
+        config = PolicyConfig(hidden_sizes=(32, 16))
+        net = PolicyNet(config)
+        save_checkpoint(self.path, net, progress={"iteration": 7, "score": [0.25, 0.5]})
+        self.assertFalse(os.path.exists(self.path + ".tmp"))
+        loaded = load_checkpoint(self.path)
+        self.assertEqual(loaded.net.config, config)
+        self.assertEqual(loaded.progress, {"iteration": 7, "score": [0.25, 0.5]})
+        self.assertIsNone(loaded.optimizer_state)
+        obs = torch.rand(3, 126)
+        for a, b in zip(net(obs), loaded.net(obs)):
+            self.assertTrue(torch.equal(a, b))
+
+    def test_resumed_training_continues_exactly(self):
+        torch.manual_seed(5)
+        net = PolicyNet(PolicyConfig(hidden_sizes=(32,)))
+        optimizer = torch.optim.Adam(net.parameters(), lr=1e-3, betas=(0.8, 0.95))
+        for seed in range(3):
+            self.train_step(net, optimizer, seed)
+        save_checkpoint(self.path, net, optimizer, {"iteration": 3})
+
+        loaded = load_checkpoint(self.path)
+        resumed = loaded.net
+        resumed_optimizer = torch.optim.Adam(resumed.parameters(), lr=0.5)
+        resumed_optimizer.load_state_dict(loaded.optimizer_state)
+        self.assertEqual(resumed_optimizer.param_groups[0]["lr"], 1e-3)  # a float survived
+        self.train_step(net, optimizer, 99)
+        self.train_step(resumed, resumed_optimizer, 99)
+        for (name, a), b in zip(net.state_dict().items(), resumed.state_dict().values()):
+            torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+
+    def test_pickled_code_is_refused(self):
+        torch.save({"format": 1, "payload": NotAWeight()}, self.path)
+        with self.assertRaisesRegex(CheckpointError, "cannot be read safely"):
+            load_checkpoint(self.path)
+
+    def test_a_plain_state_dict_is_refused_with_a_clear_error(self):
+        torch.save(PolicyNet().state_dict(), self.path)
+        with self.assertRaisesRegex(CheckpointError, "format must be 1"):
+            load_checkpoint(self.path)
+
+    def test_truncated_file_is_refused(self):
+        save_checkpoint(self.path, PolicyNet(PolicyConfig(hidden_sizes=(8,))))
+        with open(self.path, "rb") as f:
+            data = f.read()
+        with open(self.path, "wb") as f:
+            f.write(data[: len(data) // 2])
+        with self.assertRaises(CheckpointError):
+            load_checkpoint(self.path)
+
+    def test_weights_that_do_not_fit_the_config_are_refused(self):
+        save_checkpoint(self.path, PolicyNet(PolicyConfig(hidden_sizes=(8,))))
+        payload = torch.load(self.path, weights_only=True)
+        payload["policy_config_json"] = '{"hidden_sizes": [9]}'
+        torch.save(payload, self.path)
+        with self.assertRaisesRegex(CheckpointError, "wrong layout"):
+            load_checkpoint(self.path)
+
+
+if __name__ == "__main__":
+    unittest.main()
