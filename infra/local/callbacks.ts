@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { TaskError } from './lambda-host.ts';
 
 /** What `$$.Task.Token` evaluates to; replaced with a fresh token per task invocation. */
-export const TOKEN_PLACEHOLDER = 'local-tt-placeholder';
+export const TASK_TOKEN_MARKER = 'local-tt-marker';
 
 interface Waiter {
   readonly executionArn: string;

@@ -30,7 +30,7 @@ import type { PipelineEntry } from '../registry.ts';
 import { prepareAsl, type TaskRef } from './asl-prepass.ts';
 import { ApiError, startAwsApi } from './aws-api.ts';
 import { BatchHost, type LocalJobDefinition } from './batch-host.ts';
-import { CallbackError, CallbackRegistry, TOKEN_PLACEHOLDER } from './callbacks.ts';
+import { CallbackError, CallbackRegistry, TASK_TOKEN_MARKER } from './callbacks.ts';
 import { lockDataDir, startDynalite, startS3rver, type Listening, type S3Emulator, type S3NotificationEvent } from './emulators.ts';
 import { matchesPattern } from './event-pattern.ts';
 import { startHttpApi } from './http-api.ts';
@@ -450,7 +450,7 @@ export class LocalRuntime extends EventEmitter {
       context: {
         Execution: { Id: executionArn, Name: name, Input: input, StartTime: startDate, RoleArn: `arn:aws:iam::${LOCAL_ACCOUNT}:role/local` },
         StateMachine: { Id: machine.arn, Name: machine.arn.split(':').pop() },
-        Task: { Token: TOKEN_PLACEHOLDER },
+        Task: { Token: TASK_TOKEN_MARKER },
       },
     };
     for (const t of machine.tasks) scope.handlers[t.name] = this.taskHandler(t, scope);
@@ -561,7 +561,7 @@ export class LocalRuntime extends EventEmitter {
         });
         // The token may be settled (timeout, abort, a fast callback) before we await it below.
         done.catch(() => undefined);
-        const withToken = JSON.parse(JSON.stringify(input).split(TOKEN_PLACEHOLDER).join(token)) as { FunctionName: string; Payload: unknown };
+        const withToken = JSON.parse(JSON.stringify(input).split(TASK_TOKEN_MARKER).join(token)) as { FunctionName: string; Payload: unknown };
         record.stats.lambdaInvocations++;
         // Register first, then invoke: a handler may call back before invoke returns.
         await this.invokeFunction(withToken.FunctionName, withToken.Payload).catch((error: Error) => {
