@@ -10,14 +10,14 @@
  * outbox as .eml files; the approval API is served on loopback by the same handler as on AWS.
  */
 import './polyfill.ts';
-import { CreateBucketCommand, GetObjectCommand, HeadBucketCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { CreateTableCommand, DynamoDBClient, waitUntilTableExists, type KeySchemaElement } from '@aws-sdk/client-dynamodb';
+import { GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { StateMachine, type StateMachineDefinition } from 'aws-local-stepfunctions';
 import { EventEmitter } from 'node:events';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { BatchJob } from '#pipelines/steps/batch-job.ts';
 import { REPO_ROOT, type CodeVersion } from '#pipelines/steps/code-version.ts';
 import { META, PipelineFunction } from '#pipelines/steps/function.ts';
@@ -37,6 +37,7 @@ import { startHttpApi } from './http-api.ts';
 import { LambdaHost, TaskError, type LocalFunction } from './lambda-host.ts';
 import { LOCAL_ACCOUNT, LOCAL_KEY, LOCAL_REGION, TemplateResolver, type SynthStack } from './resolve.ts';
 import { callSdk, sdkIntegration } from './sdk-tasks.ts';
+import { provision } from './provision.ts';
 import { DISTRIBUTED_MAP_RESOURCE, exceedsTolerance, lowerDistributedMaps, type DistributedMapDef, type DistributedMapInput } from './distributed-map.ts';
 import { writeEml } from './outbox.ts';
 
@@ -247,7 +248,12 @@ export class LocalRuntime extends EventEmitter {
       resolver.rewrite(`https://${apiId}.execute-api.${LOCAL_REGION}.amazonaws.com`, http.server.url);
     }
 
-    await this.provision(resolver);
+    const provisioned = await provision(resolver, { dynamodb: this.dynamodb, s3: this.s3 }, this.dataDir);
+    this.resources.tables.push(...provisioned.tables);
+    this.resources.buckets.push(...provisioned.eventBridgeBuckets);
+    for (const b of provisioned.eventBridgeBuckets) this.eventBridgeBuckets.add(b);
+    for (const b of provisioned.versionedBuckets) this.versionedBuckets.add(b);
+    for (const [arn, value] of provisioned.secrets) this.secrets.set(arn, value);
     writeFileSync(join(this.dataDir, 'resources.json'), JSON.stringify(this.resources, null, 2));
     this.loadFunctionsAndJobs(resolver);
     this.loadRules(resolver);
@@ -256,59 +262,6 @@ export class LocalRuntime extends EventEmitter {
     this.timings.emulatorsMs = t1 - t0;
     this.timings.synthMs = t2 - t1;
     this.timings.prepareMs = performance.now() - t2;
-  }
-
-  private async provision(resolver: TemplateResolver): Promise<void> {
-    for (const { stack, logicalId, resource } of [
-      ...resolver.resourcesOfType('AWS::DynamoDB::GlobalTable'),
-      ...resolver.resourcesOfType('AWS::DynamoDB::Table'),
-    ]) {
-      const p = resource.Properties as { KeySchema: KeySchemaElement[]; AttributeDefinitions: { AttributeName: string; AttributeType: 'S' | 'N' | 'B' }[] };
-      const name = resolver.refOf(stack, logicalId, resource);
-      this.resources.tables.push(name);
-      try {
-        await this.dynamodb.send(
-          new CreateTableCommand({ TableName: name, KeySchema: p.KeySchema, AttributeDefinitions: p.AttributeDefinitions, BillingMode: 'PAY_PER_REQUEST' }),
-        );
-      } catch (error) {
-        if ((error as Error).name !== 'ResourceInUseException') throw error;
-      }
-      // dynalite marks a new table ACTIVE from a timer; wait for it, or a stop right after
-      // start would close the database under that write.
-      await waitUntilTableExists({ client: this.dynamodb, maxWaitTime: 30, minDelay: 0.05, maxDelay: 0.2 }, { TableName: name });
-    }
-    // EventBridge notifications: a bucket property, or (as CDK does it) a notifications custom resource.
-    const eventBridge = new Set<string>();
-    for (const { stack, resource } of resolver.resourcesOfType('Custom::S3BucketNotifications')) {
-      const props = resolver.resolve(stack, resource.Properties ?? {}) as { BucketName?: string; NotificationConfiguration?: { EventBridgeConfiguration?: unknown } };
-      if (props.BucketName && props.NotificationConfiguration?.EventBridgeConfiguration) eventBridge.add(props.BucketName);
-    }
-    for (const { stack, logicalId, resource } of resolver.resourcesOfType('AWS::S3::Bucket')) {
-      const name = resolver.refOf(stack, logicalId, resource);
-      const props = (resource.Properties ?? {}) as {
-        NotificationConfiguration?: { EventBridgeConfiguration?: { EventBridgeEnabled?: boolean } };
-        VersioningConfiguration?: { Status?: string };
-      };
-      if (props.VersioningConfiguration?.Status === 'Enabled') this.versionedBuckets.add(name);
-      if (props.NotificationConfiguration?.EventBridgeConfiguration?.EventBridgeEnabled || eventBridge.has(name)) {
-        this.eventBridgeBuckets.add(name);
-        this.resources.buckets.push(name);
-      }
-      try {
-        await this.s3.send(new HeadBucketCommand({ Bucket: name }));
-      } catch {
-        await this.s3.send(new CreateBucketCommand({ Bucket: name }));
-      }
-    }
-    const secretsFile = join(this.dataDir, 'secrets.json');
-    const stored: Record<string, string> = existsSync(secretsFile) ? JSON.parse(readFileSync(secretsFile, 'utf8')) : {};
-    for (const { stack, logicalId, resource } of resolver.resourcesOfType('AWS::SecretsManager::Secret')) {
-      const arn = resolver.refOf(stack, logicalId, resource);
-      const props = (resource.Properties ?? {}) as { SecretString?: string; GenerateSecretString?: { PasswordLength?: number } };
-      stored[arn] ??= props.SecretString ?? randomBytes(48).toString('base64url').slice(0, props.GenerateSecretString?.PasswordLength ?? 64);
-      this.secrets.set(arn, stored[arn]!);
-    }
-    writeFileSync(secretsFile, JSON.stringify(stored, null, 2), { mode: 0o600 });
   }
 
   private loadFunctionsAndJobs(resolver: TemplateResolver): void {
