@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from connect4_env import COLS, OBSERVATION_SIZE
+from checks import positive_int
 
 # Logit given to an illegal move. Finite on purpose: with -inf, log_softmax gives -inf for an
 # illegal move and the entropy term 0 * -inf is NaN; -1e9 still underflows exp() to exactly 0.
@@ -39,11 +40,6 @@ class CheckpointError(ValueError):
     """A checkpoint file that cannot be loaded: unreadable, unsafe, or the wrong layout."""
 
 
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name}: must be a positive integer (got {value!r})")
-    return int(value)
-
 
 @dataclass(frozen=True)
 class PolicyConfig:
@@ -59,13 +55,13 @@ class PolicyConfig:
     """Move logits: one per column."""
 
     def __post_init__(self) -> None:
-        _positive_int("observation_size", self.observation_size)
-        _positive_int("num_actions", self.num_actions)
+        positive_int("observation_size", self.observation_size)
+        positive_int("num_actions", self.num_actions)
         sizes = self.hidden_sizes
         if isinstance(sizes, (str, bytes)) or not isinstance(sizes, (tuple, list)) or len(sizes) == 0:
             raise ValueError(f"hidden_sizes: must be a non-empty list of positive integers (got {sizes!r})")
         for i, size in enumerate(sizes):
-            _positive_int(f"hidden_sizes[{i}]", size)
+            positive_int(f"hidden_sizes[{i}]", size)
         # Frozen dataclass: normalise a list (from JSON) to a tuple so configs compare and hash.
         object.__setattr__(self, "hidden_sizes", tuple(int(s) for s in sizes))
 

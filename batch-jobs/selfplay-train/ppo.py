@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from policy import evaluate_actions
+from checks import positive_int
 
 
 class PPOConfigError(ValueError):
@@ -29,9 +30,7 @@ def _real(name: str, value: Any) -> float:
 
 
 def _integer(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise PPOConfigError(f"{name}: must be a positive integer (got {value!r})")
-    return int(value)
+    return positive_int(name, value, PPOConfigError)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ import torch
 from connect4_env import Connect4Env, random_moves, seat_plan, tactical_moves
 from policy import PolicyConfig, PolicyNet, load_checkpoint, masked_logits, save_checkpoint
 from ppo import PPOConfig, RolloutBatch, gae, ppo_update
+from checks import positive_int
 
 BOT_KINDS = ("random", "tactical")
 SELF = "self"
@@ -45,9 +46,7 @@ class ResumeMismatchError(ValueError):
 
 
 def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise TrainConfigError(f"{name}: must be a positive integer (got {value!r})")
-    return int(value)
+    return positive_int(name, value, TrainConfigError)
 
 
 @dataclass(frozen=True)
