@@ -59,3 +59,8 @@ export function describeValue(value: unknown): string {
   }
   return text.length > 120 ? `${text.slice(0, 117)}...` : text;
 }
+
+/** The name of a thrown error ('' for a thrown non-Error), for matching SDK error names. */
+export function errorName(error: unknown): string {
+  return error instanceof Error ? error.name : '';
+}

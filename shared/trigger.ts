@@ -14,6 +14,7 @@ import { StartExecutionCommand } from '@aws-sdk/client-sfn';
 import { DeleteCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { z } from 'zod';
 import { dynamoClient, sfnClient } from './clients/aws.ts';
+import { errorName } from './errors.ts';
 import { canonicalJson, sha256Hex } from './json.ts';
 import { parseOrThrow } from './schema.ts';
 import { eventKey } from './table.ts';
@@ -117,7 +118,6 @@ export interface TriggerTarget {
   readonly pipeline: string;
 }
 
-const errorName = (error: unknown) => (error instanceof Error ? error.name : '');
 
 /**
  * 1. record the object in the ledger (conditional put); 2. start the execution under the

@@ -4,7 +4,7 @@
  * until a person decides on the approval page. Reject fails the task with `ApprovalRejected`;
  * a timeout applies the pipeline's policy.
  */
-import { Duration, Stack } from 'aws-cdk-lib';
+import { Duration } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { ConfigError } from '#shared/errors.ts';
 import { ENV } from '#shared/table.ts';
 import { REPO_ROOT } from './code-version.ts';
-import { PipelineFunction } from './function.ts';
+import { PipelineFunction, stackSingleton } from './function.ts';
 import { acknowledgeFindings, acknowledgeOnStateMachine, iam5Resource, invokeGrantFinding } from './nag-findings.ts';
 import { checkStepId, stateName } from './names.ts';
 import type { StepScope } from './resources.ts';
@@ -39,33 +39,32 @@ export interface ApprovalGateProps {
 
 /** The approval-request Lambda of a stack, created once and shared by its gates. */
 export function approvalRequestFunction(scope: Construct, steps: StepScope): PipelineFunction {
-  const stack = Stack.of(scope);
-  const existing = stack.node.tryFindChild('ApprovalRequest');
-  if (existing) return existing as PipelineFunction;
-  const { resources } = steps;
-  const fn = new PipelineFunction(stack, 'ApprovalRequest', {
-    entry: join(REPO_ROOT, 'functions/platform/approval-request/handler.ts'),
-    description: 'Records an approval request and emails its signed link',
-    environment: {
-      [ENV.table]: resources.table.tableName,
-      [ENV.signingSecretArn]: resources.signingSecret.secretArn,
-      [ENV.senderEmail]: resources.senderEmail,
-      [ENV.approvalBaseUrl]: resources.approvalApiUrl,
-      APPROVER_EMAIL: resources.approverEmail,
-    },
-    logRetention: resources.logRetention,
+  return stackSingleton(scope, 'ApprovalRequest', (stack) => {
+    const { resources } = steps;
+    const fn = new PipelineFunction(stack, 'ApprovalRequest', {
+      entry: join(REPO_ROOT, 'functions/platform/approval-request/handler.ts'),
+      description: 'Records an approval request and emails its signed link',
+      environment: {
+        [ENV.table]: resources.table.tableName,
+        [ENV.signingSecretArn]: resources.signingSecret.secretArn,
+        [ENV.senderEmail]: resources.senderEmail,
+        [ENV.approvalBaseUrl]: resources.approvalApiUrl,
+        APPROVER_EMAIL: resources.approverEmail,
+      },
+      logRetention: resources.logRetention,
+    });
+    resources.table.grantReadWriteData(fn);
+    resources.signingSecret.grantRead(fn);
+    const sesIdentities = `arn:${stack.partition}:ses:${stack.region}:${stack.account}:identity/*`;
+    fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['ses:SendEmail', 'ses:SendRawEmail'], resources: [sesIdentities] }));
+    acknowledgeFindings(fn, [
+      {
+        id: iam5Resource(fn, sesIdentities),
+        reason: 'SES authorizes SendEmail against the identity of the From address and, in the SES sandbox, of each recipient; identity/* of this account and region covers both without hard-coding addresses.',
+      },
+    ]);
+    return fn;
   });
-  resources.table.grantReadWriteData(fn);
-  resources.signingSecret.grantRead(fn);
-  const sesIdentities = `arn:${stack.partition}:ses:${stack.region}:${stack.account}:identity/*`;
-  fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['ses:SendEmail', 'ses:SendRawEmail'], resources: [sesIdentities] }));
-  acknowledgeFindings(fn, [
-    {
-      id: iam5Resource(fn, sesIdentities),
-      reason: 'SES authorizes SendEmail against the identity of the From address and, in the SES sandbox, of each recipient; identity/* of this account and region covers both without hard-coding addresses.',
-    },
-  ]);
-  return fn;
 }
 
 export function approvalGate(scope: Construct, stepId: string, props: ApprovalGateProps): sfn.Chain {

@@ -3,7 +3,7 @@
  * the local esbuild (no Docker), with its own log group, its code version computed at synth,
  * and metadata that lets the embedded runtime run the same handler module in-process.
  */
-import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import { Architecture, Runtime, type CfnFunction } from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction, OutputFormat, type ICommandHooks } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
@@ -115,4 +115,10 @@ export class PipelineFunction extends NodejsFunction {
       },
     ]);
   }
+}
+
+/** A construct created once per stack (at its root, under `id`) and shared by every step that needs it. */
+export function stackSingleton<T extends Construct>(scope: Construct, id: string, create: (stack: Stack) => T): T {
+  const stack = Stack.of(scope);
+  return (stack.node.tryFindChild(id) as T | undefined) ?? create(stack);
 }

@@ -4,14 +4,13 @@
  * and metadata (not the execution), so a fully cached rerun publishes nothing new.
  */
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
-import { Stack } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import { join } from 'node:path';
 import { ConfigError } from '#shared/errors.ts';
 import { ARTIFACT_NAME } from '#shared/artifacts.ts';
 import { ENV } from '#shared/table.ts';
 import { REPO_ROOT } from './code-version.ts';
-import { PipelineFunction } from './function.ts';
+import { PipelineFunction, stackSingleton } from './function.ts';
 import { acknowledgeFindings, s3GrantFindings } from './nag-findings.ts';
 import type { StepScope } from './resources.ts';
 import { invoke, step } from './step.ts';
@@ -33,29 +32,28 @@ export interface PublishArtifactProps {
 }
 
 function publishFunction(scope: Construct, steps: StepScope): PipelineFunction {
-  const stack = Stack.of(scope);
-  const existing = stack.node.tryFindChild('PublishArtifact');
-  if (existing) return existing as PipelineFunction;
-  const { resources } = steps;
-  const fn = new PipelineFunction(stack, 'PublishArtifact', {
-    entry: join(REPO_ROOT, 'functions/platform/publish-artifact/handler.ts'),
-    description: 'Copies artifact files to their version folder and indexes the version',
-    environment: { [ENV.table]: resources.table.tableName, [ENV.bucket]: resources.bucket.bucketName },
-    logRetention: resources.logRetention,
-  });
-  resources.table.grantReadWriteData(fn);
-  resources.bucket.grantReadWrite(fn);
-  acknowledgeFindings(
-    fn,
-    s3GrantFindings(
+  return stackSingleton(scope, 'PublishArtifact', (stack) => {
+    const { resources } = steps;
+    const fn = new PipelineFunction(stack, 'PublishArtifact', {
+      entry: join(REPO_ROOT, 'functions/platform/publish-artifact/handler.ts'),
+      description: 'Copies artifact files to their version folder and indexes the version',
+      environment: { [ENV.table]: resources.table.tableName, [ENV.bucket]: resources.bucket.bucketName },
+      logRetention: resources.logRetention,
+    });
+    resources.table.grantReadWriteData(fn);
+    resources.bucket.grantReadWrite(fn);
+    acknowledgeFindings(
       fn,
-      resources.bucket,
-      ['read', 'put', 'delete'],
-      '*',
-      'Publishing copies files from wherever a step wrote them (runs/, checkpoints/, data/) to artifacts/<name>/<version>/, so it reads any key and writes keys that embed a version allocated at run time.',
-    ),
-  );
-  return fn;
+      s3GrantFindings(
+        fn,
+        resources.bucket,
+        ['read', 'put', 'delete'],
+        '*',
+        'Publishing copies files from wherever a step wrote them (runs/, checkpoints/, data/) to artifacts/<name>/<version>/, so it reads any key and writes keys that embed a version allocated at run time.',
+      ),
+    );
+    return fn;
+  });
 }
 
 export function publishArtifact(scope: Construct, stepId: string, props: PublishArtifactProps): sfn.Chain {

@@ -5,27 +5,24 @@
  * 410, replays 409, and none of them change anything.
  */
 import { SendTaskFailureCommand, SendTaskSuccessCommand } from '@aws-sdk/client-sfn';
-import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
 import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 as Result } from 'aws-lambda';
 import {
-  checkLink, csrfToken, decisionOf, decisionUpdate, memoizeAsync, NO_LONGER_WAITING_ERRORS, parseApprovalHttpEvent,
-  parseApprovalItem, parseDecisionForm, revertDecisionUpdate, safeEqual, signingKeyFromSecret, taskResultFor,
+  checkLink, csrfToken, decisionOf, decisionUpdate, NO_LONGER_WAITING_ERRORS, parseApprovalHttpEvent,
+  parseApprovalItem, parseDecisionForm, revertDecisionUpdate, safeEqual, taskResultFor,
   toApprovalView, type ApprovalItem, type ApprovalHttpRequest,
 } from '#shared/approval.ts';
 import { formAction, htmlResponse, messageResponse, renderApprovalPage, renderDecisionRecorded } from '#shared/approval-page.ts';
-import { dynamoClient, secretsClient, sfnClient } from '#shared/clients/aws.ts';
+import { dynamoClient, sfnClient } from '#shared/clients/aws.ts';
+import { signingKeyLoader } from '#shared/clients/signing-key.ts';
 import { requireEnv } from '#shared/env.ts';
-import { ConfigError } from '#shared/errors.ts';
+import { ConfigError, errorName } from '#shared/errors.ts';
 import { approvalKey, ENV } from '#shared/table.ts';
 
 const TABLE = requireEnv(ENV.table);
 const SIGNING_SECRET_ARN = requireEnv(ENV.signingSecretArn);
 
-const signingKey = memoizeAsync(async () =>
-  signingKeyFromSecret((await secretsClient().send(new GetSecretValueCommand({ SecretId: SIGNING_SECRET_ARN }))).SecretString),
-);
-const errorName = (error: unknown) => (error instanceof Error ? error.name : '');
+const signingKey = signingKeyLoader(SIGNING_SECRET_ARN);
 
 export async function handler(event: APIGatewayProxyEventV2): Promise<Result> {
   const request = parseApprovalHttpEvent(event);

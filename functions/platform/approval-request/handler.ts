@@ -3,15 +3,15 @@
  * under a fresh random id and emails a signed, expiring link to the approval page. The token
  * goes into the table item and nowhere else.
  */
-import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
 import { SendEmailCommand } from '@aws-sdk/client-sesv2';
 import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import {
-  approvalLink, composeMime, memoizeAsync, newApprovalId, newApprovalItem, parseApprovalRequest,
-  resolveRecipients, signingKeyFromSecret,
+  approvalLink, composeMime, newApprovalId, newApprovalItem, parseApprovalRequest,
+  resolveRecipients,
 } from '#shared/approval.ts';
 import { renderApprovalEmail } from '#shared/approval-page.ts';
-import { dynamoClient, secretsClient, sesClient } from '#shared/clients/aws.ts';
+import { dynamoClient, sesClient } from '#shared/clients/aws.ts';
+import { signingKeyLoader } from '#shared/clients/signing-key.ts';
 import { optionalEnv, requireEnv } from '#shared/env.ts';
 import { ENV } from '#shared/table.ts';
 
@@ -21,9 +21,7 @@ const SENDER_EMAIL = requireEnv(ENV.senderEmail);
 const APPROVAL_BASE_URL = requireEnv(ENV.approvalBaseUrl);
 const APPROVER_EMAIL = optionalEnv('APPROVER_EMAIL');
 
-const signingKey = memoizeAsync(async () =>
-  signingKeyFromSecret((await secretsClient().send(new GetSecretValueCommand({ SecretId: SIGNING_SECRET_ARN }))).SecretString),
-);
+const signingKey = signingKeyLoader(SIGNING_SECRET_ARN);
 
 export async function handler(event: unknown): Promise<{ approvalId: string }> {
   const request = parseApprovalRequest(event);
