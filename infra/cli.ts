@@ -2,7 +2,7 @@
 /**
  * frontier: one command line for both targets.
  *
- *   frontier run [pipeline] [--full] [--config FILE|JSON] [--name NAME] [--target local|aws]
+ *   frontier run [pipeline] [--smoke|--full|--size NAME] [--config FILE|JSON] [--name NAME] [--target local|aws]
  *   frontier runs [pipeline] [--target local|aws]
  *   frontier artifacts list [NAME] | artifacts show NAME[@VERSION]
  *   frontier approvals list
@@ -30,7 +30,7 @@ import { runAws } from './cli/run-aws.ts';
 import { runLocal } from './cli/run-local.ts';
 
 const USAGE = `usage:
-  frontier run [pipeline] [--full] [--config FILE|JSON] [--name NAME] [--target local|aws] [--verbose]
+  frontier run [pipeline] [--smoke|--full|--size NAME] [--config FILE|JSON] [--name NAME] [--target local|aws] [--verbose]
   frontier runs [pipeline] [--target local|aws]
   frontier artifacts list [NAME]
   frontier artifacts show NAME[@VERSION]
@@ -49,6 +49,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
       options: {
         full: { type: 'boolean', default: false },
         smoke: { type: 'boolean', default: false },
+        size: { type: 'string' },
         config: { type: 'string' },
         name: { type: 'string' },
         target: { type: 'string', default: 'local' },
@@ -73,6 +74,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
   try {
     if (values.target !== 'local' && values.target !== 'aws') throw new ConfigError('--target', values.target, 'must be local or aws');
     if (values.full && values.smoke) throw new ConfigError('--full', true, 'cannot be combined with --smoke');
+    if (values.size !== undefined && (values.full || values.smoke)) throw new ConfigError('--size', values.size, 'cannot be combined with --full or --smoke');
     const portBase = values['port-base'] === undefined ? undefined : Number(values['port-base']);
     if (portBase !== undefined && (!Number.isInteger(portBase) || portBase < 1024 || portBase > 65532)) {
       throw new ConfigError('--port-base', values['port-base'], 'must be an integer from 1024 to 65532');
@@ -80,7 +82,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
     switch (command) {
       case 'run': {
         const entry = pipelineNamed(rest[0]);
-        const config = resolveConfig(entry, { full: values.full, config: values.config });
+        const config = resolveConfig(entry, { full: values.full, size: values.size, config: values.config });
         if (values.target === 'aws') {
           const result = await runAws(entry, config, { name: values.name }, io);
           return result.status === 'SUCCEEDED' ? 0 : 1;

@@ -9,6 +9,8 @@ import type { z } from 'zod';
 import type { PlatformResources } from './platform-stack.ts';
 import { PROBE_PIPELINE, ProbeStack } from '../test/fixtures/probe/stack.ts';
 import { PROBE_SMOKE, ProbeConfig } from '../test/fixtures/probe/config.ts';
+import { SELFPLAY_PIPELINE, SelfPlayLeagueStack } from '../pipelines/selfplay/stack.ts';
+import { SELFPLAY_SIZES, SelfPlayConfig } from '../pipelines/selfplay/config.ts';
 
 export interface PipelineEntry {
   /** Name used by the CLI and in S3 prefixes. */
@@ -22,13 +24,25 @@ export interface PipelineEntry {
   readonly smoke: Record<string, unknown>;
   /** Config of full-size runs. Default: the smoke config. */
   readonly full?: Record<string, unknown>;
+  /** Other named sizes (`--size NAME`), e.g. test or local. */
+  readonly sizes?: Readonly<Record<string, Record<string, unknown>>>;
   create(scope: Construct, id: string, props: StackProps & { resources: PlatformResources }): Stack;
 }
 
 export const PIPELINES: readonly PipelineEntry[] = [
   {
-    // The platform's probe: a fixture using every step kind. It is the default pipeline until
-    // a product pipeline lands, and deploying it verifies an account's setup without a GPU.
+    name: SELFPLAY_PIPELINE,
+    stackId: 'SelfPlayLeague',
+    description: 'Connect Four self-play league: PPO on GPU, match fan-out, joint Elo, champion arena',
+    config: SelfPlayConfig,
+    smoke: SELFPLAY_SIZES.smoke,
+    full: SELFPLAY_SIZES.full,
+    sizes: SELFPLAY_SIZES,
+    create: (scope, id, props) => new SelfPlayLeagueStack(scope, id, props),
+  },
+  {
+    // The platform's probe: a fixture using every step kind. Deploying it verifies an account's
+    // setup without a GPU.
     name: PROBE_PIPELINE,
     stackId: 'FrontierProbe',
     description: 'Platform probe: every step kind on a few numbers (fixture)',

@@ -41,6 +41,8 @@ export const LeaguePlayer = z
     kind: z.enum(PLAYER_KINDS),
     generation: z.int().min(0).optional(),
     onnxUri: z.string().regex(/^s3:\/\/[^/]+\/.+$/, 'must be s3://bucket/key').optional(),
+    /** A snapshot's weights for the trainer (policy.save_checkpoint's format), when it can be trained against. */
+    stateDictUri: z.string().regex(/^s3:\/\/[^/]+\/.+$/, 'must be s3://bucket/key').optional(),
   })
   .superRefine((player, ctx) => {
     if (player.kind === 'snapshot') {
@@ -52,6 +54,7 @@ export const LeaguePlayer = z
     } else {
       if (player.id !== player.kind) ctx.addIssue({ code: 'custom', path: ['id'], message: `a ${player.kind} bot's id must be "${player.kind}"` });
       if (player.onnxUri !== undefined) ctx.addIssue({ code: 'custom', path: ['onnxUri'], message: 'only a snapshot has an ONNX policy' });
+      if (player.stateDictUri !== undefined) ctx.addIssue({ code: 'custom', path: ['stateDictUri'], message: 'only a snapshot has weights' });
     }
   });
 export type LeaguePlayer = z.infer<typeof LeaguePlayer>;

@@ -14,6 +14,8 @@ export function pipelineNamed(name: string | undefined): PipelineEntry {
 export interface ConfigChoice {
   /** Full-size config rather than smoke. */
   readonly full?: boolean;
+  /** A named size of the pipeline (`sizes`), e.g. test, smoke, local, full. */
+  readonly size?: string;
   /** A JSON file, or inline JSON, merged over the chosen size. */
   readonly config?: string;
 }
@@ -23,7 +25,13 @@ export interface ConfigChoice {
  * pipeline's schema (defaults filled in), keys sorted so equal configs give equal cache keys.
  */
 export function resolveConfig(entry: PipelineEntry, choice: ConfigChoice): Record<string, unknown> {
-  const base = choice.full ? (entry.full ?? entry.smoke) : entry.smoke;
+  let base = choice.full ? (entry.full ?? entry.smoke) : entry.smoke;
+  if (choice.size !== undefined) {
+    const sizes: Record<string, Record<string, unknown>> = { smoke: entry.smoke, ...(entry.full ? { full: entry.full } : {}), ...entry.sizes };
+    const named = sizes[choice.size];
+    if (!named) throw new ConfigError('--size', choice.size, `is not a size of ${entry.name} (sizes: ${Object.keys(sizes).join(', ')})`);
+    base = named;
+  }
   let overlay: unknown = {};
   if (choice.config !== undefined) {
     const text = existsSync(choice.config) ? readFileSync(choice.config, 'utf8') : choice.config;

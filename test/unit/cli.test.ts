@@ -25,7 +25,7 @@ describe('cli: errors', () => {
   it('an unknown pipeline names it and lists the known ones', async () => {
     const c = capture();
     assert.equal(await main(['run', 'nope'], c.io), 1);
-    assert.match(c.text(), /unknown pipeline "nope"; known pipelines: probe/);
+    assert.match(c.text(), /unknown pipeline "nope"; known pipelines: selfplay, probe/);
   });
 
   it('a config that fails its schema names the field and the value', async () => {
@@ -34,6 +34,17 @@ describe('cli: errors', () => {
     assert.match(c.text(), /config\.items: .*expected array.*\(got "x"\)/);
     assert.throws(() => resolveConfig(pipelineNamed('probe'), { config: '{"items":[1],"maxFailures":-1}' }), /config\.maxFailures.*\(got -1\)/);
     assert.throws(() => resolveConfig(pipelineNamed('probe'), { config: '{"items":[1],"extra":1}' }), /config: .*extra/);
+  });
+
+  it('a named size is the base config; an unknown size lists the known ones', async () => {
+    const selfplay = pipelineNamed('selfplay');
+    assert.equal(pipelineNamed(undefined), selfplay);
+    assert.equal(resolveConfig(selfplay, { size: 'test' }).generations, 2);
+    assert.equal(resolveConfig(selfplay, { size: 'local', config: '{"generations":3}' }).generations, 3);
+    assert.throws(() => resolveConfig(selfplay, { size: 'huge' }), /--size: is not a size of selfplay \(sizes: smoke, full, test, local\) \(got "huge"\)/);
+    const c = capture();
+    assert.equal(await main(['run', '--size', 'test', '--full'], c.io), 1);
+    assert.match(c.text(), /--size: cannot be combined with --full or --smoke/);
   });
 
   it('malformed config JSON is named as such', async () => {
@@ -138,7 +149,7 @@ describe('cli: local commands end to end', () => {
 
   it('run, runs, artifacts, approvals and cache explain', async () => {
     const run = capture();
-    assert.equal(await main(['run', '--data-dir', dir, '--config', '{"items":[2,3]}'], run.io), 0, run.text());
+    assert.equal(await main(['run', 'probe', '--data-dir', dir, '--config', '{"items":[2,3]}'], run.io), 0, run.text());
     assert.match(run.text(), /> prepare/);
     assert.match(run.text(), /square: Items: 2 done/);
     assert.match(run.text(), /SUCCEEDED in .* 1 Batch jobs/);
@@ -170,7 +181,7 @@ describe('cli: local commands end to end', () => {
     assert.match(explain.text(), /prepare\n {2}1 entry; latest from .*\n {2}code version: unchanged/);
 
     // A second run with other items: explain names the input field that differs.
-    assert.equal(await main(['run', '--data-dir', dir, '--config', '{"items":[2,4]}'], capture().io), 0);
+    assert.equal(await main(['run', 'probe', '--data-dir', dir, '--config', '{"items":[2,4]}'], capture().io), 0);
     const explain2 = capture();
     assert.equal(await main(['cache', 'explain', 'probe', 'prepare', '--data-dir', dir], explain2.io), 0);
     assert.match(explain2.text(), /inputs: the latest two entries differ at \$\.items\[1\]/);

@@ -1,6 +1,7 @@
 /**
  * The league's two Lambdas, run in-process: functions/selfplay/match (ONNX snapshots downloaded
- * from a mocked S3, played with onnxruntime-node) and functions/selfplay/elo (the joint fit).
+ * from a mocked S3, played with onnxruntime-node), functions/selfplay/plan and functions/selfplay/elo
+ * (the league document in a mocked S3, the joint fit).
  * The ONNX models are built at test time by test/fixtures/connect4/make_policy.py.
  */
 import { after, before, beforeEach, describe, it } from 'node:test';
@@ -10,13 +11,12 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { GetObjectCommand, NoSuchKey, S3Client, type GetObjectCommandOutput } from '@aws-sdk/client-s3';
+import { GetObjectCommand, NoSuchKey, PutObjectCommand, S3Client, type GetObjectCommandOutput } from '@aws-sdk/client-s3';
 import { mockClient } from 'aws-sdk-client-mock';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { BOT_PLAYERS, type LeaguePlayer, type MatchResult } from '#shared/league.ts';
 import { handler as matchHandler } from '#functions/selfplay/match/handler.ts';
-import { handler as eloHandler } from '#functions/selfplay/elo/handler.ts';
 
 const python = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
 const makePolicy = join(REPO_ROOT, 'test/fixtures/connect4/make_policy.py');
@@ -149,39 +149,102 @@ describe('match handler', () => {
   });
 });
 
-describe('elo handler', () => {
-  it('rates a small league played by the match handler: random = 0, both bots among the opponents', async () => {
-    const gen1 = snapshot('gen-1', 1, 'column_policy.onnx');
-    const gen2 = snapshot('gen-2', 2, 'mlp_policy.onnx');
-    const matches: unknown[] = [];
-    for (const b of [RANDOM, TACTICAL]) matches.push(await matchHandler({ a: gen1, b, games: 200, seed: 1, mode: 'greedy' }));
-    for (const b of [RANDOM, TACTICAL, gen1]) matches.push(await matchHandler({ a: gen2, b, games: 200, seed: 2, mode: 'sample' }));
-    const players = [...BOT_PLAYERS, gen1, gen2];
+describe('league handlers: start, plan, elo', () => {
+  // The league Lambdas read their bucket and pipeline at module scope: import them after setting both.
+  const env = async () => {
+    process.env.BUCKET_NAME = BUCKET;
+    process.env.PIPELINE_NAME = 'selfplay';
+    return {
+      elo: (await import('#functions/selfplay/elo/handler.ts')).handler,
+      plan: (await import('#functions/selfplay/plan/handler.ts')).handler,
+    };
+  };
+  const train = (id: string, file: string) => ({
+    snapshotOnnx: `s3://${BUCKET}/runs/league/exec-1/${id}/${file}`,
+    stateDict: `s3://${BUCKET}/runs/league/exec-1/${id}/snapshot.pt`,
+    curves: { groups: ['tactical', 'random', 'self'], iteration: [1, 2], scoreByGroup: [[0.1, 0.5, 0.5], [0.2, 0.6, 0.5]] },
+    evaluation: {
+      vsTactical: { first: 0.3, second: 0.1, overall: 0.2, games: 100 },
+      vsRandom: { first: 0.9, second: 0.8, overall: 0.85, games: 100 },
+    },
+    envStepsPerSecond: 1000,
+    seconds: 3,
+  });
+  const settings = { games: 100, seed: 3, mode: 'sample' as const, maxFailedPercent: 50 };
 
-    const out = await eloHandler({ players, matches, bootstrapSamples: 50 });
-
-    const elo = Object.fromEntries(out.ratings.map((r) => [r.id, r.elo]));
-    assert.equal(elo.random, 0);
-    assert.deepEqual(Object.keys(elo).sort(), ['gen-1', 'gen-2', 'random', 'tactical']);
-    assert.ok(elo.tactical > 100, `the tactical bot is well above random: ${elo.tactical}`);
-    for (const r of out.ratings) assert.ok(r.low <= r.elo && r.elo <= r.high, `${r.id} interval`);
-    assert.deepEqual(out.opponents.slice(0, 2), [...BOT_PLAYERS]);
-    assert.deepEqual(out.opponents.slice(2).map((p) => p.id).sort(), ['gen-1', 'gen-2']);
-    assert.equal(out.opponents[2].onnxUri?.startsWith('s3://'), true);
-    const bestSnapshot = elo['gen-1'] >= elo['gen-2'] ? 'gen-1' : 'gen-2';
-    assert.equal(out.champion, bestSnapshot);
-    assert.deepEqual(out.unrated, []);
-    // Fixed bootstrap seed: a rerun gives the same table.
-    assert.deepEqual(await eloHandler({ players, matches, bootstrapSamples: 50 }), out);
+  beforeEach(() => {
+    s3.on(PutObjectCommand).callsFake((input: { Bucket: string; Key: string; Body: string }) => {
+      objects.set(input.Key, Buffer.from(input.Body));
+      return {};
+    });
   });
 
-  it('a bad match in the input is a ConfigError naming it', async () => {
-    const bad = { pairId: 'gen-1~random', a: 'gen-1', b: 'random', games: 3 };
-    await assert.rejects(eloHandler({ players: [...BOT_PLAYERS], matches: [bad] }), (error: unknown) => {
+  it('runs two generations: the snapshot joins, plays every player, and the league is rated', async () => {
+    const { elo, plan } = await env();
+    const started = await elo({ start: true });
+    assert.deepEqual(started.trainGroups, [['tactical'], ['random'], ['self']]);
+    assert.equal(started.initialStateDict, null);
+    assert.match(started.leagueUri, /^s3:\/\/league-bucket\/data\/selfplay\/league\/[0-9a-f]{64}\.json$/);
+
+    const planned1 = await plan({ leagueUri: started.leagueUri, generation: 1, train: train('gen-1', 'column_policy.onnx'), ...settings });
+    assert.deepEqual(planned1.requests.map((r) => r.pairId), ['gen-1~random', 'gen-1~tactical']);
+    assert.equal(planned1.maxFailures, 1);
+    const results1 = [];
+    for (const r of planned1.requests) results1.push({ ok: true, value: await matchHandler(r) });
+    const rated1 = await elo({ leagueUri: planned1.leagueUri, generation: 1, results: results1, bootstrapSamples: 30 });
+    assert.equal(rated1.champion, 'gen-1');
+    assert.equal(rated1.initialStateDict, train('gen-1', '').stateDict);
+    assert.deepEqual(rated1.trainGroups, [['tactical'], ['random'], [{ name: 'gen-1', state_dict: train('gen-1', '').stateDict }]]);
+
+    const planned2 = await plan({ leagueUri: rated1.leagueUri, generation: 2, train: train('gen-2', 'mlp_policy.onnx'), ...settings });
+    assert.deepEqual(planned2.requests.map((r) => r.pairId), ['gen-2~random', 'gen-2~tactical', 'gen-2~gen-1']);
+    const results2 = [];
+    for (const r of planned2.requests) results2.push({ ok: true, value: await matchHandler(r) });
+    const rated2 = await elo({ leagueUri: planned2.leagueUri, generation: 2, results: results2, bootstrapSamples: 30 });
+    assert.equal(rated2.matches, 5);
+    const ratings = Object.fromEntries(rated2.ratings.map((r) => [r.id, r.elo]));
+    assert.equal(ratings.random, 0);
+    assert.deepEqual(Object.keys(ratings).sort(), ['gen-1', 'gen-2', 'random', 'tactical']);
+    for (const r of rated2.ratings) assert.ok(r.low <= r.elo && r.elo <= r.high, `${r.id} interval`);
+    // Content-addressed and seeded: the same inputs write the same league document.
+    assert.deepEqual(await elo({ leagueUri: planned2.leagueUri, generation: 2, results: results2, bootstrapSamples: 30 }), rated2);
+  });
+
+  it('a failed pair is recorded and the league goes on without it', async () => {
+    const { elo, plan } = await env();
+    const started = await elo({ start: true });
+    const planned = await plan({ leagueUri: started.leagueUri, generation: 1, train: train('gen-1', 'column_policy.onnx'), ...settings });
+    const [first, second] = planned.requests;
+    const results = [
+      { ok: true, value: await matchHandler(first!) },
+      { ok: false, item: { item: second, index: 1 }, error: 'InvalidPolicyModel', cause: 'gen-1: not an ONNX model' },
+    ];
+    const rated = await elo({ leagueUri: planned.leagueUri, generation: 1, results, bootstrapSamples: 30 });
+    assert.equal(rated.failedMatches, 1);
+    assert.equal(rated.matches, 1);
+    assert.equal(rated.champion, 'gen-1');
+  });
+
+  it('bad input names the field and leaves the earlier league document as it was', async () => {
+    const { elo, plan } = await env();
+    const started = await elo({ start: true });
+    const key = started.leagueUri.slice(`s3://${BUCKET}/`.length);
+    const before = objects.get(key);
+    const broken = { ...train('gen-1', 'column_policy.onnx'), snapshotOnnx: 'not-a-uri' };
+    await assert.rejects(plan({ leagueUri: started.leagueUri, generation: 1, train: broken, ...settings }), (error: unknown) => {
       assert.ok(error instanceof ConfigError, String(error));
-      assert.match(error.field, /^matches\.0\./);
+      assert.equal(error.field, 'train.snapshotOnnx');
       return true;
     });
-    await assert.rejects(eloHandler({ players: [{ id: 'x', kind: 'wizard' }], matches: [] }), /players\.0\.kind/);
+    await assert.rejects(plan({ leagueUri: started.leagueUri, generation: 2, train: train('gen-2', 'mlp_policy.onnx'), ...settings }), /generation.*next generation is 1/);
+    await assert.rejects(elo({ leagueUri: started.leagueUri, generation: 1, results: [] }), /generation.*last planned generation is none/);
+    const bad = { pairId: 'gen-1~random', a: 'gen-1', b: 'random', games: 3 };
+    const planned = await plan({ leagueUri: started.leagueUri, generation: 1, train: train('gen-1', 'column_policy.onnx'), ...settings });
+    await assert.rejects(elo({ leagueUri: planned.leagueUri, generation: 1, results: [{ ok: true, value: bad }] }), (error: unknown) => {
+      assert.ok(error instanceof ConfigError, String(error));
+      assert.match(error.field, /^results\.0\.value\./);
+      return true;
+    });
+    assert.deepEqual(objects.get(key), before);
   });
 });

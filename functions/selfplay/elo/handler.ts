@@ -1,21 +1,42 @@
 /**
- * League Elo (steps 2c and 2d): fits every match so far jointly (random bot = 0, bootstrap
- * intervals with a fixed seed, so a rerun gives the same table), then picks the next generation's
- * opponents and the champion.
+ * League Elo (steps 2c and 2d). Without a league yet it starts one (the two bots); otherwise it
+ * records generation `generation`'s match results, fits every match so far jointly (random bot =
+ * 0, bootstrap intervals with a fixed seed, so a rerun gives the same table), picks the champion
+ * and the next opponents, and writes the new league document.
  */
 import { z } from 'zod';
-import { LeaguePlayer, MatchResult, rateLeague } from '#shared/league.ts';
+import { requireEnv } from '#shared/env.ts';
+import { leagueSummary, newLeague, recordMatches } from '#shared/league-doc.ts';
+import { readLeague, writeLeague } from '#shared/league-store.ts';
 import { parseOrThrow } from '#shared/schema.ts';
+import { ENV } from '#shared/table.ts';
 
-const Event = z.object({
-  players: z.array(LeaguePlayer).min(1),
-  matches: z.array(MatchResult),
-  bootstrapSamples: z.int().min(1).max(10_000).default(200),
-  seed: z.int().default(1),
-  opponents: z.int().min(0).max(50).default(3),
-});
+const bucket = requireEnv(ENV.bucket);
+const pipeline = requireEnv(ENV.pipeline);
+
+const Event = z.union([
+  z.object({ start: z.literal(true) }).strict(),
+  z
+    .object({
+      leagueUri: z.string(),
+      generation: z.int().min(1),
+      results: z.array(z.unknown()),
+      bootstrapSamples: z.int().min(1).max(10_000).default(200),
+      seed: z.int().default(1),
+      opponents: z.int().min(0).max(50).default(3),
+    })
+    .strict(),
+]);
 
 export async function handler(event: unknown) {
-  const { players, matches, bootstrapSamples, seed, opponents } = parseOrThrow(Event, event);
-  return rateLeague(players, matches, { bootstrapSamples, seed, opponents });
+  const request = parseOrThrow(Event, event);
+  if ('start' in request) {
+    const doc = newLeague();
+    const written = await writeLeague(bucket, pipeline, doc);
+    return leagueSummary(doc, written.uri);
+  }
+  const league = await readLeague(request.leagueUri);
+  const { doc } = recordMatches(league, request.generation, request.results, request);
+  const written = await writeLeague(bucket, pipeline, doc);
+  return leagueSummary(doc, written.uri);
 }

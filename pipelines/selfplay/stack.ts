@@ -1,0 +1,223 @@
+/**
+ * The Connect Four self-play league: PPO on the GPU queue, a match fan-out, a joint Elo fit, and
+ * the champion published with its report.
+ *
+ * 1. Start the league (Lambda): the random and tactical bots.
+ * 2. Per generation, a loop in the state machine:
+ *    a. train (cached Batch job, GPU queue): PPO from the previous snapshot against the chosen
+ *       opponents; writes snapshot.onnx, snapshot.pt and the training curves.
+ *    b. plan (Lambda): the snapshot joins the league; one match request per existing player.
+ *       matches (fan-out, one cached Lambda per pair): lock-step games with onnxruntime-node.
+ *       A failed pair is recorded and the league goes on, within the configured tolerance.
+ *    c. elo (Lambda): every match so far fitted jointly, random = 0, bootstrap intervals.
+ *    d. the next opponents: the bots and the top snapshots by Elo (chosen by the elo step).
+ * 3. report (cached Lambda) and publish: the champion artifact `selfplay-champion` (ONNX, config,
+ *    Elo table, head-to-head matrix, league document) with its HTML report as the card.
+ *
+ * The league itself lives in S3 as a content-addressed JSON document; only its URI and small
+ * summaries travel through the state.
+ */
+import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import type { Construct } from 'constructs';
+import { join } from 'node:path';
+import { ENV } from '#shared/table.ts';
+import {
+  BatchJob,
+  fanOut,
+  invoke,
+  PipelineFunction,
+  PipelineStateMachine,
+  publishArtifact,
+  runJob,
+  step,
+  type StepResources,
+  type StepScope,
+} from '#pipelines/steps/index.ts';
+import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
+import { acknowledgeFindings, s3GrantFindings } from '#pipelines/steps/nag-findings.ts';
+
+export const SELFPLAY_PIPELINE = 'selfplay';
+export const CHAMPION_ARTIFACT_NAME = 'selfplay-champion';
+const functions = join(REPO_ROOT, 'functions', 'selfplay');
+
+export interface SelfPlayStackProps extends StackProps {
+  readonly resources: StepResources;
+}
+
+export class SelfPlayLeagueStack extends Stack {
+  readonly stateMachine: sfn.StateMachine;
+
+  constructor(scope: Construct, id: string, props: SelfPlayStackProps) {
+    super(scope, id, props);
+    const { resources } = props;
+    const { bucket } = resources;
+    const steps: StepScope = { pipeline: SELFPLAY_PIPELINE, resources };
+    const cache = { scope: steps };
+    const env = { [ENV.bucket]: bucket.bucketName, [ENV.pipeline]: SELFPLAY_PIPELINE };
+
+    // The league Lambdas read snapshots and league documents wherever a step wrote them and write
+    // only content-addressed documents under data/selfplay/.
+    const leagueFunction = (id: string, entry: string, description: string, memorySize = 512) => {
+      const fn = new PipelineFunction(this, id, {
+        entry: join(functions, entry, 'handler.ts'),
+        description,
+        environment: env,
+        memorySize,
+        timeout: Duration.minutes(2),
+        logRetention: resources.logRetention,
+      });
+      bucket.grantRead(fn);
+      bucket.grantPut(fn, `data/${SELFPLAY_PIPELINE}/*`);
+      acknowledgeFindings(fn, [
+        ...s3GrantFindings(
+          fn,
+          bucket,
+          ['read'],
+          '*',
+          'Reads league documents (data/selfplay/league/<sha256>.json) and the training job outputs they name (runs/selfplay/<execution>/train/<job id>/...), keys made at run time.',
+        ),
+        ...s3GrantFindings(
+          fn,
+          bucket,
+          ['put'],
+          `data/${SELFPLAY_PIPELINE}/*`,
+          'Writes content-addressed documents (named by the sha256 of their content) under data/selfplay/ only.',
+        ),
+      ]);
+      return fn;
+    };
+    const eloFn = leagueFunction('Elo', 'elo', 'Starts the league; records matches, fits Elo jointly, picks the champion and next opponents');
+    const planFn = leagueFunction('Plan', 'plan', 'Adds a generation snapshot to the league and pairs it with every player');
+    const reportFn = leagueFunction('Report', 'report', 'Writes the champion files and the league report');
+    // One vCPU's worth of memory (1,769 MB): matches are single-threaded lock-step inference.
+    const matchFn = new PipelineFunction(this, 'Match', {
+      entry: join(functions, 'match', 'handler.ts'),
+      description: 'Plays one league pair in lock-step with onnxruntime-node',
+      onnxRuntime: true,
+      memorySize: 1769,
+      timeout: Duration.minutes(5),
+      logRetention: resources.logRetention,
+    });
+    bucket.grantRead(matchFn, 'runs/*');
+    acknowledgeFindings(
+      matchFn,
+      s3GrantFindings(matchFn, bucket, ['read'], 'runs/*', 'Reads snapshot ONNX files written by training jobs under runs/selfplay/<execution>/train/<job id>/, keys made at run time.'),
+    );
+    const trainJob = new BatchJob(this, 'Train', {
+      job: 'selfplay-train',
+      gpus: 1,
+      vcpus: 4,
+      timeout: Duration.hours(4),
+      resources,
+    });
+
+    const startLeague = step(this, 'start', {
+      run: invoke(eloFn),
+      inputs: { start: true },
+      resultPath: '$.league',
+    });
+    const firstGeneration = new sfn.Pass(this, 'First generation', { result: sfn.Result.fromObject({ n: 1 }), resultPath: '$.gen' });
+    const train = step(this, 'train', {
+      run: runJob(trainJob, steps),
+      inputs: {
+        'games_per_iteration.$': '$.config.gamesPerIteration',
+        'iterations.$': '$.config.iterations',
+        'opponent_groups.$': '$.league.trainGroups',
+        'ppo.$': '$.config.ppo',
+        policy: { 'hidden_sizes.$': '$.config.hiddenSizes' },
+        // A different seed per generation: two generations never share a cache key.
+        'seed.$': 'States.MathAdd($.config.seed, $.gen.n)',
+        'checkpoint_every.$': '$.config.checkpointEvery',
+        'initial_state_dict.$': '$.league.initialStateDict',
+        'evaluation_games.$': '$.config.evaluationGames',
+      },
+      resultPath: '$.steps.train',
+      cache,
+    });
+    const plan = step(this, 'plan', {
+      run: invoke(planFn),
+      inputs: {
+        'leagueUri.$': '$.league.leagueUri',
+        'generation.$': '$.gen.n',
+        'train.$': '$.steps.train',
+        'games.$': '$.config.matchGames',
+        'seed.$': '$.config.seed',
+        'mode.$': '$.config.matchMode',
+        'maxFailedPercent.$': '$.config.maxFailedMatchPercent',
+      },
+      resultPath: '$.plan',
+    });
+    const matches = fanOut(this, 'matches', {
+      itemsPath: '$.plan.requests',
+      iterator: (s) =>
+        step(s, 'match', {
+          run: invoke(matchFn),
+          inputs: { 'a.$': '$.item.a', 'b.$': '$.item.b', 'games.$': '$.item.games', 'seed.$': '$.item.seed', 'mode.$': '$.item.mode' },
+          resultPath: '$.result',
+          cache,
+        }),
+      resultPath: '$.steps.matches',
+      maxConcurrency: 8,
+      tolerance: { maxFailuresPath: '$.plan.maxFailures' },
+    });
+    const elo = step(this, 'elo', {
+      run: invoke(eloFn),
+      inputs: {
+        'leagueUri.$': '$.plan.leagueUri',
+        'generation.$': '$.gen.n',
+        'results.$': '$.steps.matches',
+        'bootstrapSamples.$': '$.config.bootstrapSamples',
+        'seed.$': '$.config.seed',
+        'opponents.$': '$.config.opponents',
+      },
+      resultPath: '$.league',
+    });
+    // The match results are in the league document now; the state keeps only its summary.
+    const nextGeneration = new sfn.Pass(this, 'Next generation', {
+      parameters: { 'n.$': 'States.MathAdd($.gen.n, 1)' },
+      resultPath: '$.gen',
+    });
+    const dropMatches = new sfn.Pass(this, 'Drop match results', { result: sfn.Result.fromObject({}), resultPath: '$.steps.matches' });
+    const report = step(this, 'report', {
+      run: invoke(reportFn),
+      inputs: { 'leagueUri.$': '$.league.leagueUri', 'config.$': '$.config' },
+      resultPath: '$.steps.report',
+      cache,
+    });
+    const publish = publishArtifact(this, 'publish', {
+      scope: steps,
+      name: CHAMPION_ARTIFACT_NAME,
+      filesPath: '$.steps.report.files',
+      metricsPath: '$.steps.report.metrics',
+      cardUriPath: '$.steps.report.reportUri',
+      resultPath: '$.steps.publish',
+    });
+    const output = new sfn.Pass(this, 'Output', {
+      parameters: {
+        'champion.$': '$.league.champion',
+        'ratings.$': '$.league.ratings',
+        'leagueUri.$': '$.league.leagueUri',
+        'generations.$': '$.league.generations',
+        'matches.$': '$.league.matches',
+        'failedMatches.$': '$.league.failedMatches',
+        'metrics.$': '$.steps.report.metrics',
+        'reportUri.$': '$.steps.report.reportUri',
+        'artifact.$': '$.steps.publish',
+      },
+    });
+    const more = new sfn.Choice(this, 'More generations?')
+      .when(sfn.Condition.numberLessThanEqualsJsonPath('$.gen.n', '$.config.generations'), train)
+      .otherwise(report.next(publish).next(output));
+    startLeague.next(firstGeneration).next(train);
+    train.next(plan).next(matches).next(elo).next(dropMatches).next(nextGeneration).next(more);
+
+    const machine = new PipelineStateMachine(this, 'Pipeline', {
+      pipeline: SELFPLAY_PIPELINE,
+      definition: startLeague,
+      resources,
+      timeout: Duration.days(2),
+    });
+    this.stateMachine = machine.stateMachine;
+  }
+}

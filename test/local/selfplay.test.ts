@@ -1,0 +1,89 @@
+/**
+ * The self-play league end to end on the embedded runtime, at the `test` size: the synthesized
+ * state machine trains generations with the real PyTorch job, plays every pair with
+ * onnxruntime-node, fits Elo jointly and publishes the champion with its report. Then a rerun is
+ * fully cached (no job, no match played), and a corrupt snapshot is recorded for its pairs while
+ * the league goes on.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { GetObjectCommand } from '@aws-sdk/client-s3';
+import type { LocalRuntime, ExecutionRecord } from '#infra/local/runtime.ts';
+import { s3Client } from '#shared/clients/aws.ts';
+import { getArtifactVersion } from '#shared/artifacts.ts';
+import { LeagueDoc } from '#shared/league-doc.ts';
+import { parseS3Uri } from '#shared/s3uri.ts';
+import { SELFPLAY_SIZES, SelfPlayConfig } from '#pipelines/selfplay/config.ts';
+import { CHAMPION_ARTIFACT_NAME, SELFPLAY_PIPELINE } from '#pipelines/selfplay/stack.ts';
+import { pipelineNamed } from '#infra/cli/config.ts';
+import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
+
+async function readText(uri: string): Promise<string> {
+  const out = await s3Client().send(new GetObjectCommand(parseS3Uri(uri)));
+  return out.Body!.transformToString();
+}
+
+interface LeagueOutput {
+  champion: string;
+  ratings: { id: string; elo: number; low: number; high: number; games: number }[];
+  leagueUri: string;
+  generations: number;
+  matches: number;
+  failedMatches: number;
+  metrics: Record<string, number | string>;
+  reportUri: string;
+  artifact: { name: string; version: number };
+}
+
+describe('self-play league on the embedded runtime (test size)', () => {
+  let runtime: LocalRuntime;
+  let cold: ExecutionRecord;
+  const config = SelfPlayConfig.parse(SELFPLAY_SIZES.test);
+
+  before(async () => {
+    runtime = await startTestRuntime({ pipelines: [pipelineNamed(SELFPLAY_PIPELINE)] });
+    cold = await runtime.startExecution(SELFPLAY_PIPELINE, { config }).done;
+  });
+  after(() => stopTestRuntime(runtime));
+
+  it('trains every generation, plays every pair, fits Elo and publishes the champion', async () => {
+    assert.equal(cold.status, 'SUCCEEDED', cold.cause);
+    const out = cold.output as LeagueOutput;
+    assert.equal(out.generations, config.generations);
+    // Generation k plays the 2 bots and the k-1 earlier snapshots.
+    const pairs = Array.from({ length: config.generations }, (_, k) => 2 + k).reduce((a, b) => a + b, 0);
+    assert.equal(out.matches, pairs);
+    assert.equal(out.failedMatches, 0);
+    const elo = new Map(out.ratings.map((r) => [r.id, r.elo]));
+    assert.equal(elo.get('random'), 0);
+    assert.ok(elo.get(out.champion)! > elo.get('gen-1')! || out.champion === 'gen-1', `champion ${out.champion} above gen-1: ${JSON.stringify(out.ratings)}`);
+    assert.ok(elo.get(`gen-${config.generations}`)! > elo.get('gen-1')!, `the last generation is rated above the first: ${JSON.stringify(out.ratings)}`);
+    assert.ok(Number(out.metrics.greedyVsRandom) >= 0.9, `champion greedy vs random ${out.metrics.greedyVsRandom}`);
+
+    const league = LeagueDoc.parse(JSON.parse(await readText(out.leagueUri)));
+    for (const m of league.matches) {
+      assert.equal(m.games, config.matchGames);
+      assert.equal(m.gamesAFirst, m.gamesASecond, `first-mover parity in ${m.pairId}`);
+    }
+    assert.equal(league.generations.length, config.generations);
+    assert.equal(league.generations[0]!.train.iteration.length, config.iterations);
+
+    const where = { table: runtime.resources.tables[0]!, bucket: runtime.resources.buckets[0]! };
+    const artifact = await getArtifactVersion(where, CHAMPION_ARTIFACT_NAME);
+    assert.deepEqual(artifact.files.map((f) => f.name).sort(), ['champion.onnx', 'config.json', 'elo.json', 'head-to-head.json', 'league.json', 'report.html']);
+    const html = await readText(out.reportUri);
+    assert.match(html, /<svg/);
+    assert.match(html, /An Elo gap and a head-to-head score can differ/);
+  });
+
+  it('a rerun is fully cached: no training job and no match played', async () => {
+    const jobsBefore = runtime.counters().batchJobs;
+    const invocationsBefore = runtime.counters().lambdaInvocations;
+    const warm = await runtime.startExecution(SELFPLAY_PIPELINE, { config }).done;
+    assert.equal(warm.status, 'SUCCEEDED', warm.cause);
+    assert.equal(runtime.counters().batchJobs - jobsBefore, 0);
+    assert.deepEqual((warm.output as LeagueOutput).ratings, (cold.output as LeagueOutput).ratings);
+    // Only the league bookkeeping Lambdas ran: start, plan and elo per generation.
+    assert.equal(runtime.counters().lambdaInvocations - invocationsBefore, 1 + 2 * config.generations);
+  });
+});
