@@ -5,6 +5,9 @@
  * - Fully cached rerun of the probe pipeline against its cold run (and what the rerun started).
  * - `cdk synth` of the whole app, offline, with bundling.
  * - The joint Elo fit over a full league: 22 players, 231 matches of 400 games.
+ * - Self-play: NN-vs-NN match games per second (the match Lambda's code, one core), the trainer's
+ *   environment steps per second and seconds per generation at each size, and the fully cached
+ *   rerun of the smoke league against its cold run (about ten minutes; skip with --skip-league).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -15,6 +18,10 @@ import { PIPELINES } from '#infra/registry.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { expectedScore, fitElo, fitEloPoint, type EloMatch } from '#shared/elo.ts';
 import { seededRandom } from '#shared/random.ts';
+import { loadOnnxPolicy } from '#shared/clients/onnx.ts';
+import { playMatch } from '#shared/match.ts';
+import { SELFPLAY_SIZES, SelfPlayConfig } from '#pipelines/selfplay/config.ts';
+import { SELFPLAY_PIPELINE } from '#pipelines/selfplay/stack.ts';
 import { CHAIN_LENGTH, CHAIN_PIPELINE } from './chain-stack.ts';
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -121,9 +128,90 @@ function eloFit(): void {
   console.log(`Elo fit, 22 players / ${matches.length} matches: ${median(point).toFixed(2)} ms (goal <= 50 ms); with 200 bootstrap resamples ${withBootstrap.toFixed(0)} ms`);
 }
 
+const python = '/usr/bin/python3';
+
+async function matchSpeed(policyDir: string): Promise<void> {
+  // The real architecture (126-256-256-7, untrained weights), as the match Lambda loads it.
+  const a = await loadOnnxPolicy(join(policyDir, 'policy-1.onnx'), { name: 'a' });
+  const b = await loadOnnxPolicy(join(policyDir, 'policy-2.onnx'), { name: 'b' });
+  const rows: Record<string, { gamesPerSecond: number; seconds400: number }> = {};
+  for (const mode of ['sample', 'greedy'] as const) {
+    await playMatch({ a, b, games: 400, seed: 0, mode }); // warm-up
+    const times: number[] = [];
+    for (let i = 1; i <= 7; i++) {
+      const t0 = performance.now();
+      await playMatch({ a, b, games: 400, seed: i, mode });
+      times.push((performance.now() - t0) / 1000);
+    }
+    rows[mode] = { gamesPerSecond: 400 / median(times), seconds400: median(times) };
+    console.log(`match, NN vs NN (126-256-256-7), ${mode}: ${(400 / median(times)).toFixed(0)} games/s, 400 games in ${median(times).toFixed(3)} s (goal >= 1,000 games/s)`);
+  }
+  figures.matchGamesPerSecond = { ...rows, goal: 1000 };
+}
+
+function trainerSpeed(policyDir: string): void {
+  const rows: Record<string, unknown> = {};
+  for (const size of ['smoke', 'full'] as const) {
+    const config = SelfPlayConfig.parse(SELFPLAY_SIZES[size]);
+    const iterations = 3;
+    const run = spawnSync(python, [join(REPO_ROOT, 'bench', 'selfplay_bench.py'), policyDir, String(config.gamesPerIteration), String(iterations)], {
+      encoding: 'utf8',
+      env: { ...process.env, OMP_NUM_THREADS: '1', PYTHONDONTWRITEBYTECODE: '1' },
+    });
+    if (run.status !== 0) throw new Error(`selfplay_bench.py failed: ${run.stderr}`);
+    const row = JSON.parse(run.stdout.trim().split('\n').at(-1)!) as { envStepsPerSecond: number; secondsPerIteration: number };
+    rows[size] = { ...row, iterationsPerGeneration: config.iterations, secondsPerGeneration: row.secondsPerIteration * config.iterations };
+    console.log(
+      `trainer (CPU, one thread), ${size}: ${config.gamesPerIteration} games/iteration, ${row.envStepsPerSecond.toFixed(0)} env steps/s in rollouts, ` +
+        `${row.secondsPerIteration.toFixed(2)} s/iteration, ${(row.secondsPerIteration * config.iterations).toFixed(0)} s per generation of ${config.iterations} iterations`,
+    );
+  }
+  figures.trainer = rows;
+}
+
+async function leagueRerun(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'fp-bench-league-'));
+  const entry = PIPELINES.find((p) => p.name === SELFPLAY_PIPELINE)!;
+  const runtime = await LocalRuntime.start({ dataDir: dir, pipelines: [entry] });
+  const input = { config: SelfPlayConfig.parse(SELFPLAY_SIZES.smoke) };
+  try {
+    const cold = await runtime.startExecution(SELFPLAY_PIPELINE, input).done;
+    const warm = await runtime.startExecution(SELFPLAY_PIPELINE, input).done;
+    const seconds = (r: typeof cold) => (Date.parse(r.stopDate!) - Date.parse(r.startDate)) / 1000;
+    if (cold.status !== 'SUCCEEDED' || warm.status !== 'SUCCEEDED') throw new Error(`league runs: ${cold.status} ${cold.cause ?? ''}, ${warm.status}`);
+    const metrics = (cold.output as { metrics: Record<string, number | string> }).metrics;
+    const ratio = seconds(warm) / seconds(cold);
+    figures.smokeLeague = {
+      coldSeconds: seconds(cold),
+      rerunSeconds: seconds(warm),
+      ratio,
+      goal: 0.05,
+      rerunBatchJobs: warm.stats.batchJobs,
+      rerunLambdaInvocations: warm.stats.lambdaInvocations,
+      metrics,
+    };
+    console.log(
+      `smoke league: cold ${seconds(cold).toFixed(0)} s, fully cached rerun ${seconds(warm).toFixed(2)} s, ratio ${ratio.toFixed(4)} (goal <= 0.05); ` +
+        `rerun started ${warm.stats.batchJobs} Batch jobs and ${warm.stats.lambdaInvocations} Lambda invocations (league bookkeeping only)`,
+    );
+    console.log(
+      `smoke champion ${metrics.champion}: greedy vs tactical ${metrics.greedyVsTactical} (first ${metrics.greedyVsTacticalFirst}, second ${metrics.greedyVsTacticalSecond}), ` +
+        `vs random ${metrics.greedyVsRandom}; Elo ${metrics.championElo} vs tactical ${metrics.tacticalElo}`,
+    );
+  } finally {
+    await runtime.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const policyDir = mkdtempSync(join(tmpdir(), 'fp-bench-policies-'));
+trainerSpeed(policyDir);
+await matchSpeed(policyDir);
+rmSync(policyDir, { recursive: true, force: true });
 eloFit();
 await transitionOverhead();
 await cachedRerun();
 cdkSynth();
+if (!process.argv.includes('--skip-league')) await leagueRerun();
 writeFileSync(join(REPO_ROOT, 'bench', 'results.json'), `${JSON.stringify(figures, null, 2)}\n`);
 console.log('wrote bench/results.json');

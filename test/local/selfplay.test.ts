@@ -7,9 +7,10 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { GetObjectCommand } from '@aws-sdk/client-s3';
-import type { LocalRuntime, ExecutionRecord } from '#infra/local/runtime.ts';
-import { s3Client } from '#shared/clients/aws.ts';
+import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { DeleteCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { LocalRuntime, type ExecutionRecord } from '#infra/local/runtime.ts';
+import { dynamoClient, s3Client } from '#shared/clients/aws.ts';
 import { getArtifactVersion } from '#shared/artifacts.ts';
 import { LeagueDoc } from '#shared/league-doc.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';
@@ -85,5 +86,44 @@ describe('self-play league on the embedded runtime (test size)', () => {
     assert.deepEqual((warm.output as LeagueOutput).ratings, (cold.output as LeagueOutput).ratings);
     // Only the league bookkeeping Lambdas ran: start, plan and elo per generation.
     assert.equal(runtime.counters().lambdaInvocations - invocationsBefore, 1 + 2 * config.generations);
+  });
+
+  it('a corrupt snapshot fails only its pairs, the league goes on, and a rerun recomputes only them', async () => {
+    const out = cold.output as LeagueOutput;
+    const league = LeagueDoc.parse(JSON.parse(await readText(out.leagueUri)));
+    const last = league.players.find((p) => p.id === `gen-${config.generations}`)!;
+    const onnx = parseS3Uri(last.onnxUri!);
+    const good = await (await s3Client().send(new GetObjectCommand(onnx))).Body!.transformToByteArray();
+    // Forget the cached result of one of its pairs, then corrupt its ONNX: only that pair replays.
+    const table = runtime.resources.tables[0]!;
+    const dataDir = runtime.dataDir;
+    const cached = await dynamoClient().send(new QueryCommand({ TableName: table, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': 'CACHE#match' } }));
+    const victim = cached.Items!.find((item) => JSON.parse(item.inputs as string).a.id === last.id && JSON.parse(item.inputs as string).b.id === 'tactical')!;
+    assert.ok(victim, 'the cached match of the last snapshot against the tactical bot');
+    await dynamoClient().send(new DeleteCommand({ TableName: table, Key: { pk: victim.pk, sk: victim.sk } }));
+    await s3Client().send(new PutObjectCommand({ ...onnx, Body: Buffer.from('not an onnx model') }));
+    // Warm match containers keep loaded sessions by URI (snapshot keys are written once); a
+    // restart on the same data directory starts cold ones, as AWS does when it recycles them.
+    await runtime.stop();
+    runtime = await LocalRuntime.start({ dataDir, retryDelayMs: 1, pipelines: [pipelineNamed(SELFPLAY_PIPELINE)] });
+
+    const jobs = runtime.counters().batchJobs;
+    const broken = await runtime.startExecution(SELFPLAY_PIPELINE, { config }).done;
+    assert.equal(broken.status, 'SUCCEEDED', broken.cause);
+    const brokenOut = broken.output as LeagueOutput;
+    assert.equal(brokenOut.failedMatches, 1);
+    assert.equal(brokenOut.matches, out.matches - 1);
+    const brokenLeague = LeagueDoc.parse(JSON.parse(await readText(brokenOut.leagueUri)));
+    assert.equal(brokenLeague.failures[0]!.pairId, `${last.id}~tactical`);
+    assert.equal(brokenLeague.failures[0]!.error, 'InvalidPolicyModel');
+    assert.equal(runtime.counters().batchJobs, jobs, 'no training reran');
+
+    // Repaired: the next run replays that one pair and comes back to the cold run's league.
+    await s3Client().send(new PutObjectCommand({ ...onnx, Body: good }));
+    const invocations = runtime.counters().lambdaInvocations;
+    const repaired = await runtime.startExecution(SELFPLAY_PIPELINE, { config }).done;
+    assert.equal(repaired.status, 'SUCCEEDED', repaired.cause);
+    assert.equal((repaired.output as LeagueOutput).leagueUri, out.leagueUri);
+    assert.equal(runtime.counters().lambdaInvocations - invocations, 1 + 2 * config.generations + 1, 'bookkeeping plus the one match');
   });
 });
