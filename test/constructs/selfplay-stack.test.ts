@@ -1,0 +1,62 @@
+/**
+ * The SelfPlayLeague stack as synthesized: the training job on the GPU queue, the generation loop,
+ * the cached per-pair matches, and cache keys that cover the game engine and the trainer.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { Template } from 'aws-cdk-lib/assertions';
+import { buildApp } from '#infra/build-app.ts';
+import { pipelineNamed } from '#infra/cli/config.ts';
+import { BatchJob } from '#pipelines/steps/batch-job.ts';
+import { PipelineFunction } from '#pipelines/steps/function.ts';
+import { SELFPLAY_PIPELINE, SelfPlayLeagueStack } from '#pipelines/selfplay/stack.ts';
+
+type State = { Type: string; Next?: string; Choices?: { Variable: string; NumericLessThanEqualsPath?: string; Next: string }[]; [key: string]: unknown };
+
+describe('SelfPlayLeague stack', () => {
+  const { app } = buildApp({ skipBundling: true, fastSynth: true, nag: false, pipelines: [pipelineNamed(SELFPLAY_PIPELINE)] });
+  const stack = app.node.findChild('SelfPlayLeague') as SelfPlayLeagueStack;
+  const template = Template.fromStack(stack);
+  const definition = (() => {
+    const [machine] = Object.values(template.findResources('AWS::StepFunctions::StateMachine')) as { Properties: { DefinitionString: unknown } }[];
+    // Fn::Join of strings and tokens: the tokens (ARNs, names) do not matter here.
+    const parts = (machine!.Properties.DefinitionString as { 'Fn::Join': [string, unknown[]] })['Fn::Join'][1];
+    return JSON.parse(parts.map((p) => (typeof p === 'string' ? p : 'TOKEN')).join('')) as { StartAt: string; States: Record<string, State> };
+  })();
+
+  it('trains on the GPU queue with one GPU per job', () => {
+    const definitions = template.findResources('AWS::Batch::JobDefinition');
+    const [train] = Object.values(definitions) as { Properties: { ContainerProperties: { ResourceRequirements: { Type: string; Value: string }[] } } }[];
+    assert.ok(train!.Properties.ContainerProperties.ResourceRequirements.some((r) => r.Type === 'GPU' && r.Value === '1'));
+    const job = stack.node.findAll().find((c): c is BatchJob => c instanceof BatchJob)!;
+    assert.equal(job.queue, (app.node.findChild('FrontierPlatform') as unknown as { resources: { gpuQueue: unknown } }).resources.gpuQueue);
+  });
+
+  it('loops over generations: after the Elo step, back to training while generations remain', () => {
+    const more = definition.States['More generations?']!;
+    assert.equal(more.Type, 'Choice');
+    const loop = more.Choices![0]!;
+    assert.equal(loop.Variable, '$.gen.n');
+    assert.equal(loop.NumericLessThanEqualsPath, '$.config.generations');
+    assert.equal(loop.Next, 'train: Inputs');
+    assert.equal(definition.States['Next generation']!['Parameters'] && (definition.States['Next generation']!['Parameters'] as Record<string, string>)['n.$'], 'States.MathAdd($.gen.n, 1)');
+    for (const name of ['train: Cache lookup', 'plan: Invoke', 'matches: Items', 'elo: Invoke', 'report: Cache lookup', 'publish: Inputs']) {
+      assert.ok(definition.States[name], `state "${name}"`);
+    }
+    const map = definition.States['matches: Items']!;
+    const inner = JSON.stringify(map['ItemProcessor'] ?? map['Iterator']);
+    assert.match(inner, /match: Cache lookup/, 'each pair is cached');
+  });
+
+  it('caches cover the game engine and the trainer: Connect Four code is part of both code versions', () => {
+    const job = stack.node.findAll().find((c): c is BatchJob => c instanceof BatchJob)!;
+    for (const file of ['connect4_env.py', 'trainer.py', 'ppo.py', 'policy.py', 'main.py']) {
+      assert.ok(job.codeVersion.components[`batch-jobs/selfplay-train/${file}`], `training code version covers ${file}`);
+    }
+    const match = stack.node.findChild('Match') as PipelineFunction;
+    for (const file of ['shared/connect4.ts', 'shared/match.ts', 'shared/bots.ts', 'shared/clients/onnx.ts']) {
+      assert.ok(match.codeVersion.components[file], `match code version covers ${file}`);
+    }
+    assert.ok(match.codeVersion.components['npm:onnxruntime-node'], 'and the onnxruntime-node version');
+  });
+});
