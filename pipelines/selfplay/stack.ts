@@ -13,6 +13,7 @@
  *    d. the next opponents: the bots and the top snapshots by Elo (chosen by the elo step).
  * 3. report (cached Lambda) and publish: the champion artifact `selfplay-champion` (ONNX, config,
  *    Elo table, head-to-head matrix, league document) with its HTML report as the card.
+ * 4. The arena (API Gateway + Lambda with onnxruntime-node + the page) plays the latest champion.
  *
  * The league itself lives in S3 as a content-addressed JSON document; only its URI and small
  * summaries travel through the state.
@@ -36,9 +37,11 @@ import {
 } from '#pipelines/steps/index.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { acknowledgeFindings, s3GrantFindings } from '#pipelines/steps/nag-findings.ts';
+import { CHAMPION_ARTIFACT } from '#shared/arena.ts';
+import { Arena, arenaPublicFromContext } from './arena.ts';
 
 export const SELFPLAY_PIPELINE = 'selfplay';
-export const CHAMPION_ARTIFACT_NAME = 'selfplay-champion';
+export const CHAMPION_ARTIFACT_NAME = CHAMPION_ARTIFACT;
 const functions = join(REPO_ROOT, 'functions', 'selfplay');
 
 export interface SelfPlayStackProps extends StackProps {
@@ -47,6 +50,7 @@ export interface SelfPlayStackProps extends StackProps {
 
 export class SelfPlayLeagueStack extends Stack {
   readonly stateMachine: sfn.StateMachine;
+  readonly arena: Arena;
 
   constructor(scope: Construct, id: string, props: SelfPlayStackProps) {
     super(scope, id, props);
@@ -219,5 +223,7 @@ export class SelfPlayLeagueStack extends Stack {
       timeout: Duration.days(2),
     });
     this.stateMachine = machine.stateMachine;
+    // 4. The arena: plays the latest published champion (sign-in required unless -c arenaPublic=true).
+    this.arena = new Arena(this, 'Arena', { resources, public: arenaPublicFromContext(this) });
   }
 }

@@ -77,6 +77,22 @@ describe('self-play league on the embedded runtime (test size)', () => {
     assert.match(html, /An Elo gap and a head-to-head score can differ/);
   });
 
+  it('the arena plays the published champion, after sign-in only', async () => {
+    const move = `${runtime.approvalApiUrl}/arena/move`;
+    const body = JSON.stringify({ moves: [], human: 'second' });
+    const anonymous = await fetch(move, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    assert.equal(anonymous.status, 401);
+    const signIn = await fetch(`${runtime.approvalApiUrl}/_local/sign-in`, { method: 'POST', body: '{"username":"tester"}' });
+    const { access_token: token } = (await signIn.json()) as { access_token: string };
+    const reply = await fetch(move, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body });
+    assert.equal(reply.status, 200, await reply.clone().text());
+    const state = (await reply.json()) as { moves: number[]; reply: number; toMove: string; legalMoves: number[] };
+    assert.equal(state.moves.length, 1);
+    assert.ok(state.reply >= 0 && state.reply < 7);
+    assert.equal(state.toMove, 'human');
+    assert.deepEqual(state.legalMoves, [0, 1, 2, 3, 4, 5, 6]);
+  });
+
   it('a rerun is fully cached: no training job and no match played', async () => {
     const jobsBefore = runtime.counters().batchJobs;
     const invocationsBefore = runtime.counters().lambdaInvocations;

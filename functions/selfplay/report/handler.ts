@@ -5,6 +5,7 @@
  */
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { z } from 'zod';
+import { CHAMPION_FILE } from '#shared/arena.ts';
 import { s3Client } from '#shared/clients/aws.ts';
 import { requireEnv } from '#shared/env.ts';
 import { canonicalJson, sha256Hex } from '#shared/json.ts';
@@ -36,7 +37,7 @@ export async function handler(event: unknown) {
     await put('report.html', await leagueReportHtml(doc, config), 'text/html; charset=utf-8'),
   ];
   const files = [
-    { name: 'champion.onnx', uri: summary.champion.onnxUri! },
+    { name: CHAMPION_FILE, uri: summary.champion.onnxUri! },
     { name: 'league.json', uri: leagueUri },
     ...written.map(({ name, uri }) => ({ name, uri })),
   ];
