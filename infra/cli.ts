@@ -8,6 +8,7 @@
  *   frontier approvals list
  *   frontier cache explain [pipeline] [STEP]
  *   frontier pipelines
+ *   frontier serve                  (the arena and approval links on loopback, until Ctrl-C)
  *   frontier reset [--yes]
  *
  * Local (the embedded runtime, data under .local/) is the default target.
@@ -28,6 +29,7 @@ import { listApprovals, listArtifacts, listAwsRuns, listLocalRuns, showArtifact 
 import { processIo, type Io } from './cli/output.ts';
 import { runAws } from './cli/run-aws.ts';
 import { runLocal } from './cli/run-local.ts';
+import { interrupted, serveLocal } from './cli/serve.ts';
 
 const USAGE = `usage:
   frontier run [pipeline] [--smoke|--full|--size NAME] [--config FILE|JSON] [--name NAME] [--target local|aws] [--verbose]
@@ -37,6 +39,7 @@ const USAGE = `usage:
   frontier approvals list
   frontier cache explain [pipeline] [STEP]
   frontier pipelines
+  frontier serve
   frontier reset [--yes]
 options: --data-dir DIR (default .local), --port-base N (fixed loopback ports N..N+3)`;
 
@@ -93,6 +96,10 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
       case 'runs':
         if (values.target === 'aws') await listAwsRuns(pipelineNamed(rest[0]), io);
         else listLocalRuns(dataDir, rest[0] === undefined ? undefined : pipelineNamed(rest[0]).name, io);
+        return 0;
+      case 'serve':
+        if (values.target === 'aws') throw new ConfigError('--target', 'aws', '"serve" serves the local runtime; a deployed arena is at the SelfPlayLeague stack output ArenaUrl');
+        await serveLocal({ dataDir, portBase }, interrupted(), io);
         return 0;
       case 'pipelines':
         for (const p of PIPELINES) io.out(`${p.name.padEnd(16)} stack ${p.stackId.padEnd(20)} ${p.description}`);

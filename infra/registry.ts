@@ -24,6 +24,8 @@ export interface PipelineEntry {
   readonly smoke: Record<string, unknown>;
   /** Config of full-size runs. Default: the smoke config. */
   readonly full?: Record<string, unknown>;
+  /** A hint printed after a successful local run (what to look at next). */
+  readonly afterRun?: string;
   /** Other named sizes (`--size NAME`), e.g. test or local. */
   readonly sizes?: Readonly<Record<string, Record<string, unknown>>>;
   create(scope: Construct, id: string, props: StackProps & { resources: PlatformResources }): Stack;
@@ -38,6 +40,7 @@ export const PIPELINES: readonly PipelineEntry[] = [
     smoke: SELFPLAY_SIZES.smoke,
     full: SELFPLAY_SIZES.full,
     sizes: SELFPLAY_SIZES,
+    afterRun: 'report: npx frontier artifacts show selfplay-champion (report.html); play the champion: npx frontier serve, then open the arena URL it prints',
     create: (scope, id, props) => new SelfPlayLeagueStack(scope, id, props),
   },
   {

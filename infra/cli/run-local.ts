@@ -48,6 +48,7 @@ export async function runLocal(entry: PipelineEntry, config: Record<string, unkn
         `${record.stats.lambdaInvocations} Lambda invocations, ${record.stats.batchJobs} Batch jobs`,
     );
     if (record.status === 'SUCCEEDED') io.out(JSON.stringify(record.output, null, 2).slice(0, 4000));
+    if (record.status === 'SUCCEEDED' && entry.afterRun) io.out(entry.afterRun);
     else io.err(`${record.error}: ${record.cause}`);
     return record;
   } finally {

@@ -11,6 +11,8 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { DescribeExecutionCommand, GetExecutionHistoryCommand, SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
 import { main } from '#infra/cli.ts';
+import { serveLocal } from '#infra/cli/serve.ts';
+import { waitFor } from '../support/runtime.ts';
 import { runAws } from '#infra/cli/run-aws.ts';
 import { pipelineNamed, resolveConfig } from '#infra/cli/config.ts';
 import { diffJson } from '#infra/cli/cache-explain.ts';
@@ -146,6 +148,21 @@ describe('cli: local commands end to end', () => {
     dir = mkdtempSync(join(tmpdir(), 'fp-cli-'));
   });
   after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('serve keeps the arena and approval links up until told to stop', async () => {
+    const c = capture();
+    let stop!: () => void;
+    const until = new Promise<void>((resolve) => (stop = resolve));
+    const serving = serveLocal({ dataDir: dir }, until, c.io);
+    const url = await waitFor('the serve line', () => /serving on (http:\/\/127\.0\.0\.1:\d+)/.exec(c.text())?.[1], 60_000);
+    const page = await fetch(`${url}/arena`);
+    assert.equal(page.status, 200);
+    assert.match(await page.text(), /<html/i);
+    assert.match(c.text(), /arena: http:\/\/127\.0\.0\.1:\d+\/arena/);
+    stop();
+    assert.deepEqual(await serving, { url });
+    await assert.rejects(fetch(`${url}/arena`), 'stopped');
+  });
 
   it('run, runs, artifacts, approvals and cache explain', async () => {
     const run = capture();
