@@ -2,7 +2,9 @@
  * The S3 trigger's logic: parse an EventBridge "Object Created" event, name the execution
  * after the object's identity, record the object in the ledger and start the run exactly once.
  *
- * The identity is bucket + key + (version id, else etag). The same object delivered twice
+ * The identity is bucket + key + (version id, else etag): every upload is a new object. With
+ * identity 'content' it is bucket + key + etag: an unchanged re-upload (same bytes, so the same
+ * etag) is the same object and starts nothing; changed bytes start a new run. The same object delivered twice
  * yields the same ledger key, the same execution name and the same input. EventBridge delivers
  * at least once, so a delivery may be a repeat of one whose start was lost (the Lambda died
  * between the ledger write and StartExecution); every delivery therefore calls StartExecution,
@@ -64,32 +66,38 @@ export function parseObjectCreatedEvent(event: unknown): CreatedObject {
   };
 }
 
-/** The version id on a versioned bucket; otherwise the etag, i.e. the content's hash. */
-export function versionOrEtag(object: CreatedObject): string {
-  return object.versionId ?? object.etag;
+/** What makes two uploads the same object: each upload ('version'), or the same bytes ('content'). */
+export type TriggerIdentity = 'version' | 'content';
+/** The trigger Lambda's environment variable holding its identity. */
+export const TRIGGER_IDENTITY_ENV = 'TRIGGER_IDENTITY';
+export const TRIGGER_IDENTITIES: readonly TriggerIdentity[] = ['version', 'content'];
+
+/** The version id on a versioned bucket, otherwise the etag; with identity 'content', always the etag. */
+export function versionOrEtag(object: CreatedObject, identity: TriggerIdentity = 'version'): string {
+  return identity === 'content' ? object.etag : (object.versionId ?? object.etag);
 }
 
 /**
  * A legal Step Functions name (at most 80 of [0-9A-Za-z_-]) fixed by the object's identity.
  * Hashing a JSON array keeps `a/b` + `c` apart from `a` + `b/c`; 160 bits cannot collide by chance.
  */
-export function executionNameFor(object: CreatedObject): string {
-  return `s3-${sha256Hex(canonicalJson([object.bucket, object.key, versionOrEtag(object)])).slice(0, 40)}`;
+export function executionNameFor(object: CreatedObject, identity: TriggerIdentity = 'version'): string {
+  return `s3-${sha256Hex(canonicalJson([object.bucket, object.key, versionOrEtag(object, identity)])).slice(0, 40)}`;
 }
 
-export function ledgerKeyFor(object: CreatedObject): { pk: string; sk: string } {
-  return eventKey(object.bucket, object.key, versionOrEtag(object));
+export function ledgerKeyFor(object: CreatedObject, identity: TriggerIdentity = 'version'): { pk: string; sk: string } {
+  return eventKey(object.bucket, object.key, versionOrEtag(object, identity));
 }
 
-export function ledgerItem(object: CreatedObject, executionName: string, pipeline: string, now: Date) {
+export function ledgerItem(object: CreatedObject, executionName: string, pipeline: string, now: Date, identity: TriggerIdentity = 'version') {
   return {
-    ...ledgerKeyFor(object),
+    ...ledgerKeyFor(object, identity),
     executionName,
     pipeline,
     eventId: object.eventId,
     bucket: object.bucket,
     key: object.key,
-    versionOrEtag: versionOrEtag(object),
+    versionOrEtag: versionOrEtag(object, identity),
     receivedAt: now.toISOString(),
     expiresAt: Math.floor(now.getTime() / 1000) + LEDGER_RETENTION_SECONDS,
   };
@@ -99,10 +107,13 @@ export function ledgerItem(object: CreatedObject, executionName: string, pipelin
  * The execution's input: a pure function of the object's identity, never of the delivery.
  * Step Functions returns a running execution for a repeated start only when the input is
  * byte-identical, so the event id and the event time (which differ when S3 announces one
- * object twice) stay out. `versionId` is null rather than absent so JSONPath can read it.
+ * object twice) stay out. `versionId` is null rather than absent so JSONPath can read it; with
+ * identity 'content' it is always null (two uploads of the same bytes are one object), and the
+ * run reads the object by key and checks its etag.
  */
-export function executionInput(object: CreatedObject): string {
-  const { bucket, key, etag, versionId, size } = object;
+export function executionInput(object: CreatedObject, identity: TriggerIdentity = 'version'): string {
+  const { bucket, key, etag, size } = object;
+  const versionId = identity === 'content' ? null : object.versionId;
   return JSON.stringify({ trigger: { bucket, key, etag, versionId, size } });
 }
 
@@ -116,6 +127,8 @@ export interface TriggerTarget {
   readonly table: string;
   readonly stateMachineArn: string;
   readonly pipeline: string;
+  /** Default 'version'. */
+  readonly identity?: TriggerIdentity;
 }
 
 
@@ -127,18 +140,19 @@ export interface TriggerTarget {
  * A repeat delivery leaves the entry alone: it belongs to the delivery that wrote it.
  */
 export async function startExecutionOnce(object: CreatedObject, target: TriggerTarget, now = new Date()): Promise<TriggerResult> {
-  const executionName = executionNameFor(object);
+  const identity = target.identity ?? 'version';
+  const executionName = executionNameFor(object, identity);
   const firstDelivery = await recordInLedger(object, executionName, target, now);
   try {
     const { executionArn = '' } = await sfnClient().send(
-      new StartExecutionCommand({ stateMachineArn: target.stateMachineArn, name: executionName, input: executionInput(object) }),
+      new StartExecutionCommand({ stateMachineArn: target.stateMachineArn, name: executionName, input: executionInput(object, identity) }),
     );
     return firstDelivery ? { started: true, executionName, executionArn } : { started: true, duplicate: true, executionName, executionArn };
   } catch (error) {
     // The name was used and that run has finished (or had another input): it ran, once.
     if (errorName(error) === 'ExecutionAlreadyExists') return { started: false, duplicate: true, executionName };
     if (firstDelivery) {
-      await dynamoClient().send(new DeleteCommand({ TableName: target.table, Key: ledgerKeyFor(object) })).catch((deleteError: unknown) => {
+      await dynamoClient().send(new DeleteCommand({ TableName: target.table, Key: ledgerKeyFor(object, identity) })).catch((deleteError: unknown) => {
         console.error(JSON.stringify({ message: 'could not remove the ledger entry', executionName, bucket: object.bucket, key: object.key, error: errorName(deleteError) }));
       });
     }
@@ -150,7 +164,7 @@ export async function startExecutionOnce(object: CreatedObject, target: TriggerT
 async function recordInLedger(object: CreatedObject, executionName: string, target: TriggerTarget, now: Date): Promise<boolean> {
   try {
     await dynamoClient().send(new PutCommand({
-      TableName: target.table, Item: ledgerItem(object, executionName, target.pipeline, now), ConditionExpression: 'attribute_not_exists(pk)',
+      TableName: target.table, Item: ledgerItem(object, executionName, target.pipeline, now, target.identity ?? 'version'), ConditionExpression: 'attribute_not_exists(pk)',
     }));
     return true;
   } catch (error) {

@@ -12,6 +12,7 @@ import { Construct } from 'constructs';
 import { join } from 'node:path';
 import { ConfigError } from '#shared/errors.ts';
 import { ENV } from '#shared/table.ts';
+import { TRIGGER_IDENTITY_ENV, type TriggerIdentity } from '#shared/trigger.ts';
 import { REPO_ROOT } from './code-version.ts';
 import { PipelineFunction } from './function.ts';
 import type { StepScope } from './resources.ts';
@@ -21,6 +22,11 @@ export interface S3TriggerProps {
   /** Key pattern with `*` wildcards, e.g. `checkpoints/*\/manifest.json`. */
   readonly keyPattern: string;
   readonly stateMachine: IStateMachine;
+  /**
+   * 'version' (default): every upload starts a run. 'content': uploads of the same bytes under
+   * the same key are one object (one run); changed bytes start a new run.
+   */
+  readonly identity?: TriggerIdentity;
 }
 
 export class S3Trigger extends Construct {
@@ -40,6 +46,7 @@ export class S3Trigger extends Construct {
         [ENV.table]: resources.table.tableName,
         [ENV.stateMachineArn]: props.stateMachine.stateMachineArn,
         [ENV.pipeline]: pipeline,
+        [TRIGGER_IDENTITY_ENV]: props.identity ?? 'version',
       },
       timeout: Duration.seconds(30),
       logRetention: resources.logRetention,

@@ -5,7 +5,7 @@ import { ExecutionAlreadyExists, SFNClient, SFNServiceException, StartExecutionC
 import { DeleteCommand, DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { ConfigError } from '#shared/errors.ts';
-import { executionNameFor, LEDGER_RETENTION_SECONDS, parseObjectCreatedEvent } from '#shared/trigger.ts';
+import { executionInput, executionNameFor, LEDGER_RETENTION_SECONDS, ledgerKeyFor, parseObjectCreatedEvent } from '#shared/trigger.ts';
 
 // The handler reads its environment at import time.
 const STATE_MACHINE_ARN = 'arn:aws:states:us-east-1:123456789012:stateMachine:eval';
@@ -75,6 +75,18 @@ describe('executionNameFor', () => {
   it('uses the etag on an unversioned bucket', () => {
     const object = { ...parseObjectCreatedEvent(event), versionId: null };
     assert.notEqual(executionNameFor(object), executionNameFor({ ...object, etag: 'ffff' }));
+  });
+
+  it("with identity 'content', an unchanged re-upload is the same object and changed bytes a new one", () => {
+    const object = parseObjectCreatedEvent(event);
+    const reupload = { ...object, versionId: 'another-version-same-bytes', eventId: 'e2' };
+    assert.equal(executionNameFor(reupload, 'content'), executionNameFor(object, 'content'));
+    assert.equal(executionInput(reupload, 'content'), executionInput(object, 'content'));
+    assert.equal(JSON.parse(executionInput(object, 'content')).trigger.versionId, null);
+    assert.deepEqual(ledgerKeyFor(reupload, 'content'), ledgerKeyFor(object, 'content'));
+    assert.notEqual(executionNameFor({ ...object, etag: 'changed' }, 'content'), executionNameFor(object, 'content'));
+    // The default identity keeps every upload apart.
+    assert.notEqual(executionNameFor(reupload), executionNameFor(object));
   });
 });
 

@@ -3,14 +3,19 @@
  * exactly once per object (see startExecutionOnce in shared/trigger.ts). EventBridge's own
  * Step Functions target cannot name the execution, hence this Lambda.
  */
-import { requireEnv } from '#shared/env.ts';
+import { optionalEnv, requireEnv } from '#shared/env.ts';
 import { ENV } from '#shared/table.ts';
-import { parseObjectCreatedEvent, startExecutionOnce, type TriggerResult } from '#shared/trigger.ts';
+import { ConfigError } from '#shared/errors.ts';
+import { parseObjectCreatedEvent, startExecutionOnce, TRIGGER_IDENTITIES, TRIGGER_IDENTITY_ENV, type TriggerIdentity, type TriggerResult } from '#shared/trigger.ts';
+
+const identity = (optionalEnv(TRIGGER_IDENTITY_ENV) ?? 'version') as TriggerIdentity;
+if (!TRIGGER_IDENTITIES.includes(identity)) throw new ConfigError(TRIGGER_IDENTITY_ENV, identity, `must be one of ${TRIGGER_IDENTITIES.join(', ')}`);
 
 const TARGET = {
   table: requireEnv(ENV.table),
   stateMachineArn: requireEnv(ENV.stateMachineArn),
   pipeline: requireEnv(ENV.pipeline),
+  identity,
 };
 
 const MESSAGES = {
