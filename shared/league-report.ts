@@ -4,8 +4,8 @@
  * head-to-head heat map, the training score against the tactical bot), drawn with Vega-Lite into
  * inline SVG so the page needs nothing from the network.
  */
-import * as vega from 'vega';
-import { compile, type TopLevelSpec } from 'vega-lite';
+import type { TopLevelSpec } from 'vega-lite';
+import { escapeHtml, svgOf } from './charts.ts';
 import { ConfigError } from './errors.ts';
 import { compareLeaguePlayers, headToHead, type HeadToHead, type LeaguePlayer } from './league.ts';
 import type { CompactRating, LeagueDoc } from './league-doc.ts';
@@ -87,15 +87,6 @@ export function championMetrics(doc: LeagueDoc): Record<string, number | string>
   };
 }
 
-async function svgOf(spec: TopLevelSpec): Promise<string> {
-  const view = new vega.View(vega.parse(compile(spec).spec), { renderer: 'none' });
-  try {
-    return await view.toSVG();
-  } finally {
-    view.finalize();
-  }
-}
-
 function eloChart(doc: LeagueDoc): TopLevelSpec {
   const final = new Map(doc.ratings.map((r) => [r.id, r]));
   const values = doc.generations.flatMap((g) => {
@@ -165,10 +156,6 @@ function trainingChart(doc: LeagueDoc): TopLevelSpec {
       color: { field: 'generation', type: 'ordinal' },
     },
   };
-}
-
-function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 }
 
 const pct = (x: number | null) => (x === null ? 'n/a' : `${(100 * x).toFixed(1)} %`);

@@ -8,6 +8,9 @@
  *   ARTIFACTS                 / <name>               the artifact-name directory
  *   APPROVAL#<id>             / APPROVAL             an approval request
  *   EVENT#<bucket>#<key>#<v>  / EVENT                the trigger ledger (exactly-once starts)
+ *   BENCHMARKS                / <name>               a benchmark's current entry (the registry)
+ *   BENCHMARK#<name>          / V#<000001>           every version a benchmark had
+ *   EVAL#<run>                / <step>#<benchmark>   a checkpoint's latest result on a benchmark
  */
 export const TABLE_KEYS = { partitionKey: 'pk', sortKey: 'sk', ttlAttribute: 'expiresAt' } as const;
 
@@ -19,6 +22,12 @@ export const artifactVersionKey = (name: string, version: number) => ({
 export const artifactCounterKey = (name: string) => ({ pk: `ARTIFACT#${name}`, sk: 'COUNTER' });
 export const artifactDirectoryKey = (name: string) => ({ pk: 'ARTIFACTS', sk: name });
 export const approvalKey = (id: string) => ({ pk: `APPROVAL#${id}`, sk: 'APPROVAL' });
+export const benchmarkKey = (name: string) => ({ pk: 'BENCHMARKS', sk: name });
+export const benchmarkVersionKey = (name: string, version: number) => ({ pk: `BENCHMARK#${name}`, sk: `V#${String(version).padStart(6, '0')}` });
+export const evalResultKey = (run: string, step: number, benchmark: string) => ({
+  pk: `EVAL#${run}`,
+  sk: `${String(step).padStart(12, '0')}#${benchmark}`,
+});
 export const eventKey = (bucket: string, key: string, versionOrEtag: string) => ({
   pk: `EVENT#${bucket}#${key}#${versionOrEtag}`,
   sk: 'EVENT',

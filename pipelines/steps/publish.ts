@@ -18,7 +18,9 @@ import { invoke, step } from './step.ts';
 export interface PublishArtifactProps {
   readonly scope: StepScope;
   /** Artifact name: lowercase letters, digits and "-". */
-  readonly name: string;
+  readonly name?: string;
+  /** Path of the artifact name in the state, when it is known only at run time (e.g. per training run). */
+  readonly namePath?: string;
   /** Path of `[{uri, name}]`: the files to publish. */
   readonly filesPath: string;
   /** Path of a flat metrics object. Default: none. */
@@ -57,14 +59,17 @@ function publishFunction(scope: Construct, steps: StepScope): PipelineFunction {
 }
 
 export function publishArtifact(scope: Construct, stepId: string, props: PublishArtifactProps): sfn.Chain {
-  if (!ARTIFACT_NAME.test(props.name)) {
+  if ((props.name === undefined) === (props.namePath === undefined)) {
+    throw new ConfigError('name', props.name ?? props.namePath, 'give exactly one of name and namePath');
+  }
+  if (props.name !== undefined && !ARTIFACT_NAME.test(props.name)) {
     throw new ConfigError('name', props.name, 'must be lowercase letters, digits and "-", at most 63 characters');
   }
   const fn = publishFunction(scope, props.scope);
   // The execution id is lineage, not part of what is published: it stays out of the cache key.
   const runner = invoke(fn, { payload: { 'request.$': '{inputs}', 'executionId.$': '$$.Execution.Id' } });
   const inputs: Record<string, unknown> = {
-    name: props.name,
+    ...(props.name !== undefined ? { name: props.name } : { 'name.$': props.namePath }),
     pipeline: props.scope.pipeline,
     'files.$': props.filesPath,
   };

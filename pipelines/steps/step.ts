@@ -92,13 +92,23 @@ export function invoke(fn: PipelineFunction, options: { payload?: Record<string,
 /**
  * Run a Batch job with `submitJob.sync`: write its spec to S3, submit, wait, then read the
  * `result.json` the job wrote under OUTPUT_URI. Retries of user code are Batch attempts
- * (see BatchJob), never Step Functions retries.
+ * (see BatchJob), never Step Functions retries. The spec is the step's inputs; `payload` builds
+ * another spec from them (its JSONPaths may use `{inputs}`), e.g. to pass where a checkpoint
+ * lives while only its content hash is part of the cache key.
  */
-export function runJob(job: BatchJob, scope: StepScope): StepRunner {
+export function runJob(job: BatchJob, scope: StepScope, options: { payload?: Record<string, unknown> } = {}): StepRunner {
   const { bucket } = scope.resources;
   return {
     codeVersion: job.codeVersion,
-    build(construct, stepId, payloadPath, resultPath) {
+    build(construct, stepId, inputsPath, resultPath) {
+      const payload = options.payload;
+      const payloadPath = payload ? `${SCRATCH}.job.spec` : inputsPath;
+      const buildSpec = payload
+        ? new sfn.Pass(construct, stateName(stepId, 'Job spec'), {
+            parameters: withInputsPath(payload, inputsPath) as Record<string, unknown>,
+            resultPath: payloadPath,
+          })
+        : undefined;
       const runPrefix = `States.Format('runs/${scope.pipeline}/{}/${stepId}/{}/', $$.Execution.Name, ${SCRATCH}.job.id)`;
       const prepare = new sfn.Pass(construct, stateName(stepId, 'Job id'), {
         parameters: { 'id.$': 'States.UUID()' },
@@ -176,9 +186,20 @@ export function runJob(job: BatchJob, scope: StepScope): StepRunner {
           reason: "CDK's BatchSubmitJob always grants batch:SubmitJob on job-definition/* of this account and region (not configurable); a definition's ARN carries a revision that changes whenever the definition is updated.",
         },
       ]);
-      return sfn.Chain.start(prepare).next(locate).next(writeSpec).next(submit).next(readResult).next(deliver);
+      const start = sfn.Chain.start(prepare).next(locate);
+      return (buildSpec ? start.next(buildSpec) : start).next(writeSpec).next(submit).next(readResult).next(deliver);
     },
   };
+}
+
+/** A Parameters template with `{inputs}` in its JSONPath strings replaced, at any depth. */
+function withInputsPath(template: unknown, inputsPath: string): unknown {
+  if (typeof template === 'string') return template.replace('{inputs}', inputsPath);
+  if (Array.isArray(template)) return template.map((v) => withInputsPath(v, inputsPath));
+  if (template && typeof template === 'object') {
+    return Object.fromEntries(Object.entries(template).map(([k, v]) => [k, withInputsPath(v, inputsPath)]));
+  }
+  return template;
 }
 
 export interface StepProps {

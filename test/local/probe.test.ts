@@ -172,7 +172,7 @@ describe('probe pipeline on the embedded runtime', () => {
   });
 
   it('starts from the trigger input shape as well as from a config', async () => {
-    const record = await runtime.startExecution('probe', { trigger: { bucket: where().bucket, key: 'checkpoints/probe/t/manifest.json' } }).done;
+    const record = await runtime.startExecution('probe', { trigger: { bucket: where().bucket, key: 'uploads/probe/t/manifest.json' } }).done;
     assert.equal(record.status, 'SUCCEEDED', record.cause);
     assert.equal((record.output as { total: number }).total, 1 + 4 + 9);
   });

@@ -1,7 +1,7 @@
 /**
  * The S3 trigger end to end on the embedded runtime: an upload to the platform bucket makes
  * s3rver emit an object event, the runtime turns it into EventBridge's "Object Created" event,
- * matches the probe stack's rule on `checkpoints/probe/*\/manifest.json` and invokes the
+ * matches the probe stack's rule on `uploads/probe/*\/manifest.json` and invokes the
  * trigger Lambda, which records the object in the ledger and starts the probe once per object.
  */
 import { after, before, describe, it } from 'node:test';
@@ -14,7 +14,7 @@ import { eventKey } from '#shared/table.ts';
 import { executionNameFor, parseObjectCreatedEvent } from '#shared/trigger.ts';
 import { startTestRuntime, stopTestRuntime, within } from '../support/runtime.ts';
 
-const MANIFEST_KEY = 'checkpoints/probe/run1/manifest.json';
+const MANIFEST_KEY = 'uploads/probe/run1/manifest.json';
 
 let rt: LocalRuntime;
 let bucket: string;
@@ -122,10 +122,10 @@ describe('S3 trigger on the probe pipeline', () => {
 
   it('a key the rule does not match starts nothing', { timeout: 30_000 }, async () => {
     const before = listExecutionRecords(rt.dataDir).length;
-    const weights = await upload('checkpoints/probe/run1/weights.bin', 'not a manifest');
-    // Near misses: another pipeline's checkpoint manifest, a copy of a manifest under another name.
-    await upload('checkpoints/other/run1/manifest.json', '{}');
-    await upload('checkpoints/probe/run1/extra/manifest.json.bak', '{}');
+    const weights = await upload('uploads/probe/run1/weights.bin', 'not a manifest');
+    // Near misses: another pipeline's upload, a copy of a manifest under another name.
+    await upload('uploads/other/run1/manifest.json', '{}');
+    await upload('uploads/probe/run1/extra/manifest.json.bak', '{}');
     assert.equal(listExecutionRecords(rt.dataDir).length, before);
     // The rule itself does not match: the event reaches no target.
     assert.deepEqual(await rt.deliverEvent(weights), []);

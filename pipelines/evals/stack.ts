@@ -1,0 +1,237 @@
+/**
+ * Evaluate every checkpoint. A checkpoint's manifest.json, uploaded last under
+ * checkpoints/<run>/<step>/, starts one run (the trigger's 'content' identity: redelivered events
+ * and unchanged re-uploads start none, a changed checkpoint a new one).
+ *
+ * 1. prepare (Lambda): the manifest, its files checked, the suite and guard read from the registry.
+ * 2. The checkpoint indexed as an artifact (its manifest), the parent of every result.
+ * 3. Per benchmark (fan-out): the eval job (Batch GPU, cached per checkpoint content, benchmark
+ *    version, sample size and eval code), then its result indexed as an artifact. A crashed job
+ *    is recorded for its benchmark and the others proceed; a rerun recomputes only it.
+ * 4. leaderboard (Lambda): every result of the run so far, the guard's decision, the report,
+ *    published as the run's leaderboard artifact.
+ */
+import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import type { Construct } from 'constructs';
+import { join } from 'node:path';
+import { MANIFEST_PATTERN } from '#shared/checkpoints.ts';
+import { ENV } from '#shared/table.ts';
+import {
+  BatchJob,
+  fanOut,
+  invoke,
+  PipelineFunction,
+  PipelineStateMachine,
+  publishArtifact,
+  runJob,
+  S3Trigger,
+  step,
+  type StepResources,
+  type StepScope,
+} from '#pipelines/steps/index.ts';
+import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
+import { acknowledgeFindings, s3GrantFindings } from '#pipelines/steps/nag-findings.ts';
+import { EVALS_TRIGGER_CONFIG } from './config.ts';
+
+export const EVALS_PIPELINE = 'evals';
+const functions = join(REPO_ROOT, 'functions', 'evals');
+
+export interface EvalsStackProps extends StackProps {
+  readonly resources: StepResources;
+}
+
+export class EvalsStack extends Stack {
+  readonly stateMachine: sfn.StateMachine;
+
+  constructor(scope: Construct, id: string, props: EvalsStackProps) {
+    super(scope, id, props);
+    const { resources } = props;
+    const { bucket, table } = resources;
+    const steps: StepScope = { pipeline: EVALS_PIPELINE, resources };
+    const cache = { scope: steps };
+
+    const prepareFn = new PipelineFunction(this, 'Prepare', {
+      entry: join(functions, 'prepare', 'handler.ts'),
+      description: 'Reads and checks a checkpoint manifest; reads the benchmark registry',
+      environment: { [ENV.table]: table.tableName },
+      logRetention: resources.logRetention,
+    });
+    bucket.grantRead(prepareFn, 'checkpoints/*');
+    table.grantReadData(prepareFn);
+    acknowledgeFindings(
+      prepareFn,
+      s3GrantFindings(prepareFn, bucket, ['read'], 'checkpoints/*', 'Reads the manifest and checks the files of any checkpoint under checkpoints/<run>/<step>/, named by the upload at run time.'),
+    );
+    const leaderboardFn = new PipelineFunction(this, 'Leaderboard', {
+      entry: join(functions, 'leaderboard', 'handler.ts'),
+      description: "Computes a run's leaderboard and the release guard's decision",
+      environment: { [ENV.table]: table.tableName, [ENV.bucket]: bucket.bucketName, [ENV.pipeline]: EVALS_PIPELINE },
+      timeout: Duration.minutes(2),
+      logRetention: resources.logRetention,
+    });
+    table.grantReadData(leaderboardFn);
+    bucket.grantPut(leaderboardFn, `data/${EVALS_PIPELINE}/*`);
+    acknowledgeFindings(
+      leaderboardFn,
+      s3GrantFindings(leaderboardFn, bucket, ['put'], `data/${EVALS_PIPELINE}/*`, 'Writes content-addressed leaderboard files under data/evals/leaderboard/<sha256>/ only.'),
+    );
+    const evalJob = new BatchJob(this, 'Eval', {
+      job: 'lm',
+      command: ['python3', 'eval_main.py'],
+      gpus: 1,
+      vcpus: 4,
+      timeout: Duration.hours(2),
+      resources,
+    });
+
+    const fromUpload = new sfn.Pass(this, 'Config from upload', {
+      parameters: { config: EVALS_TRIGGER_CONFIG, 'trigger.$': '$.trigger' },
+    });
+    const noUploadValue = new sfn.Pass(this, 'No upload event', { parameters: { 'config.$': '$.config', trigger: null } });
+    const prepare = step(this, 'prepare', {
+      run: invoke(prepareFn),
+      inputs: {
+        'trigger.$': '$.trigger',
+        'checkpoint.$': '$.config.checkpoint',
+        'benchmarks.$': '$.config.benchmarks',
+        guard: { 'target.$': '$.config.target', 'guard.$': '$.config.guard', 'marginPoints.$': '$.config.marginPoints' },
+      },
+      resultPath: '$.prep',
+    });
+    const checkpointFiles = new sfn.Pass(this, 'Checkpoint files', {
+      parameters: {
+        files: [{ 'uri.$': '$.prep.checkpoint.manifestUri', name: 'manifest.json' }],
+        metrics: { 'run.$': '$.prep.checkpoint.run', 'step.$': '$.prep.checkpoint.step', 'contentHash.$': '$.prep.checkpoint.contentHash', 'uri.$': '$.prep.checkpoint.uri' },
+      },
+      resultPath: '$.checkpointArtifact',
+    });
+    const publishCheckpoint = publishArtifact(this, 'index-checkpoint', {
+      scope: steps,
+      namePath: '$.prep.artifacts.checkpoint',
+      filesPath: '$.checkpointArtifact.files',
+      metricsPath: '$.checkpointArtifact.metrics',
+      resultPath: '$.steps.checkpoint',
+    });
+    const evaluate = fanOut(this, 'evaluate', {
+      itemsPath: '$.prep.suite',
+      itemSelector: {
+        'benchmark.$': '$$.Map.Item.Value',
+        'checkpoint.$': '$.prep.checkpoint',
+        'artifacts.$': '$.prep.artifacts',
+        'parent.$': 'States.Array($.steps.checkpoint)',
+        'maxNewTokens.$': '$.config.maxNewTokens',
+        'examples.$': '$.config.examples',
+      },
+      iterator: (s) => {
+        const run = step(s, 'eval', {
+          run: runJob(evalJob, steps, {
+            // Where the checkpoint lives reaches the job but not the cache key: the key has its content hash.
+            payload: {
+              checkpoint: { 'uri.$': '$.checkpoint.uri', 'manifest.$': '$.checkpoint.manifest' },
+              benchmark: {
+                'name.$': '$.benchmark.name',
+                'version.$': '$.benchmark.version',
+                'sample_size.$': '$.benchmark.sampleSize',
+                'scorer.$': '$.benchmark.scorer',
+                'data_uri.$': '$.benchmark.dataUri',
+              },
+              'max_new_tokens.$': '$.maxNewTokens',
+              'examples.$': '$.examples',
+            },
+          }),
+          inputs: {
+            'checkpoint.$': '$.checkpoint.contentHash',
+            benchmark: {
+              'name.$': '$.benchmark.name',
+              'version.$': '$.benchmark.version',
+              'sampleSize.$': '$.benchmark.sampleSize',
+              'scorer.$': '$.benchmark.scorer',
+              'dataSha256.$': '$.benchmark.dataSha256',
+            },
+            'maxNewTokens.$': '$.maxNewTokens',
+            'examples.$': '$.examples',
+          },
+          resultPath: '$.eval',
+          cache,
+        });
+        const metrics = new sfn.Pass(s, 'Result metrics', {
+          parameters: {
+            'run.$': '$.checkpoint.run',
+            'step.$': '$.checkpoint.step',
+            'benchmark.$': '$.benchmark.name',
+            'benchmarkVersion.$': '$.benchmark.version',
+            'sampleSize.$': '$.benchmark.sampleSize',
+            'n.$': '$.eval.n',
+            'accuracy.$': '$.eval.accuracy',
+            'stderr.$': '$.eval.stderr',
+            'baseline.$': '$.eval.baseline',
+            'contentHash.$': '$.checkpoint.contentHash',
+          },
+          resultPath: '$.metrics',
+        });
+        const publish = publishArtifact(s, 'index-result', {
+          scope: steps,
+          namePath: '$.artifacts.eval',
+          filesPath: '$.eval.files',
+          metricsPath: '$.metrics',
+          lineagePath: '$.parent',
+          resultPath: '$.artifact',
+        });
+        const result = new sfn.Pass(s, 'Result', {
+          parameters: { 'benchmark.$': '$.benchmark.name', 'metrics.$': '$.metrics', 'artifact.$': '$.artifact' },
+          resultPath: '$.result',
+        });
+        return run.next(metrics).next(publish).next(result);
+      },
+      resultPath: '$.steps.evaluate',
+      maxConcurrency: 10,
+      // Every failure is recorded for its benchmark; the leaderboard reports it.
+      tolerance: { maxFailures: 1000 },
+    });
+    const leaderboard = step(this, 'leaderboard', {
+      run: invoke(leaderboardFn),
+      inputs: {
+        'run.$': '$.prep.checkpoint.run',
+        'step.$': '$.prep.checkpoint.step',
+        'baseStep.$': '$.prep.checkpoint.baseStep',
+        'evalArtifact.$': '$.prep.artifacts.eval',
+        'guard.$': '$.prep.guard',
+        'items.$': '$.steps.evaluate',
+      },
+      resultPath: '$.steps.leaderboard',
+    });
+    const publishLeaderboard = publishArtifact(this, 'index-leaderboard', {
+      scope: steps,
+      namePath: '$.prep.artifacts.leaderboard',
+      filesPath: '$.steps.leaderboard.files',
+      metricsPath: '$.steps.leaderboard.metrics',
+      cardUriPath: '$.steps.leaderboard.reportUri',
+      resultPath: '$.steps.leaderboardArtifact',
+    });
+    const output = new sfn.Pass(this, 'Output', {
+      parameters: {
+        'run.$': '$.prep.checkpoint.run',
+        'step.$': '$.prep.checkpoint.step',
+        'contentHash.$': '$.prep.checkpoint.contentHash',
+        'results.$': '$.steps.evaluate',
+        'decision.$': '$.steps.leaderboard.decision',
+        'leaderboard.$': '$.steps.leaderboardArtifact',
+        'reportUri.$': '$.steps.leaderboard.reportUri',
+      },
+    });
+    const main = prepare.next(checkpointFiles).next(publishCheckpoint).next(evaluate).next(leaderboard).next(publishLeaderboard).next(output);
+    const start = new sfn.Choice(this, 'Started by upload?')
+      .when(sfn.Condition.isPresent('$.trigger'), fromUpload.next(main))
+      .otherwise(noUploadValue.next(main));
+
+    const machine = new PipelineStateMachine(this, 'Pipeline', {
+      pipeline: EVALS_PIPELINE,
+      definition: start,
+      resources,
+      timeout: Duration.days(1),
+    });
+    this.stateMachine = machine.stateMachine;
+    new S3Trigger(this, 'Trigger', { scope: steps, keyPattern: MANIFEST_PATTERN, stateMachine: this.stateMachine, identity: 'content' });
+  }
+}
