@@ -7,6 +7,9 @@
  *   frontier artifacts list [NAME] | artifacts show NAME[@VERSION]
  *   frontier approvals list
  *   frontier cache explain [pipeline] [STEP]
+ *   frontier benchmarks add NAME --data FILE --scorer SCORER --sample-size N [--description TEXT] [--bump]
+ *   frontier benchmarks list | benchmarks guard TARGET GUARD [--margin POINTS]
+ *   frontier backfill RUN [--benchmarks a,b]
  *   frontier pipelines
  *   frontier serve                  (the arena and approval links on loopback, until Ctrl-C)
  *   frontier reset [--yes]
@@ -30,6 +33,7 @@ import { processIo, type Io } from './cli/output.ts';
 import { runAws } from './cli/run-aws.ts';
 import { runLocal } from './cli/run-local.ts';
 import { interrupted, serveLocal } from './cli/serve.ts';
+import { backfill, benchmarksCommand } from './cli/benchmarks.ts';
 
 const USAGE = `usage:
   frontier run [pipeline] [--smoke|--full|--size NAME] [--config FILE|JSON] [--name NAME] [--target local|aws] [--verbose]
@@ -38,6 +42,10 @@ const USAGE = `usage:
   frontier artifacts show NAME[@VERSION]
   frontier approvals list
   frontier cache explain [pipeline] [STEP]
+  frontier benchmarks add NAME --data FILE --scorer SCORER --sample-size N [--description TEXT] [--bump]
+  frontier benchmarks list
+  frontier benchmarks guard TARGET GUARD [--margin POINTS]
+  frontier backfill RUN [--benchmarks a,b] [--target local|aws]
   frontier pipelines
   frontier serve
   frontier reset [--yes]
@@ -60,6 +68,13 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
         'data-dir': { type: 'string' },
         'port-base': { type: 'string' },
         yes: { type: 'boolean', default: false },
+        data: { type: 'string' },
+        scorer: { type: 'string' },
+        'sample-size': { type: 'string' },
+        description: { type: 'string' },
+        bump: { type: 'boolean', default: false },
+        margin: { type: 'string' },
+        benchmarks: { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     });
@@ -97,6 +112,23 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
         if (values.target === 'aws') await listAwsRuns(pipelineNamed(rest[0]), io);
         else listLocalRuns(dataDir, rest[0] === undefined ? undefined : pipelineNamed(rest[0]).name, io);
         return 0;
+      case 'benchmarks': {
+        const [sub, ...args] = rest;
+        await benchmarksCommand(
+          sub,
+          args,
+          { data: values.data, scorer: values.scorer, sampleSize: values['sample-size'], description: values.description, bump: values.bump, margin: values.margin },
+          { target: values.target, dataDir, portBase },
+          io,
+        );
+        return 0;
+      }
+      case 'backfill': {
+        const [run] = rest;
+        if (!run) throw new ConfigError('backfill', undefined, 'needs the RUN whose checkpoints to evaluate (checkpoints/<run>/<step>/)');
+        const summary = await backfill(run, values.benchmarks?.split(',').map((b) => b.trim()).filter(Boolean), { target: values.target, dataDir, portBase }, io);
+        return summary.failed ? 1 : 0;
+      }
       case 'serve':
         if (values.target === 'aws') throw new ConfigError('--target', 'aws', '"serve" serves the local runtime; a deployed arena is at the SelfPlayLeague stack output ArenaUrl');
         await serveLocal({ dataDir, portBase }, interrupted(), io);

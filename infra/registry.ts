@@ -11,6 +11,10 @@ import { PROBE_PIPELINE, ProbeStack } from '../test/fixtures/probe/stack.ts';
 import { PROBE_SMOKE, ProbeConfig } from '../test/fixtures/probe/config.ts';
 import { SELFPLAY_PIPELINE, SelfPlayLeagueStack } from '../pipelines/selfplay/stack.ts';
 import { SELFPLAY_SIZES, SelfPlayConfig } from '../pipelines/selfplay/config.ts';
+import { EVALS_PIPELINE, EvalsStack } from '../pipelines/evals/stack.ts';
+import { EvalsConfig } from '../pipelines/evals/config.ts';
+import { LM_SFT_PIPELINE, LmSftStack } from '../pipelines/lm-sft/stack.ts';
+import { LM_SFT_SIZES, LmSftConfig } from '../pipelines/lm-sft/config.ts';
 
 export interface PipelineEntry {
   /** Name used by the CLI and in S3 prefixes. */
@@ -42,6 +46,25 @@ export const PIPELINES: readonly PipelineEntry[] = [
     sizes: SELFPLAY_SIZES,
     afterRun: 'report: npx frontier artifacts show selfplay-champion (report.html); play the champion: npx frontier serve, then open the arena URL it prints',
     create: (scope, id, props) => new SelfPlayLeagueStack(scope, id, props),
+  },
+  {
+    name: EVALS_PIPELINE,
+    stackId: 'EvalsEveryCheckpoint',
+    description: 'Evaluate every checkpoint: upload trigger, cached benchmark suite, release guard, leaderboard',
+    config: EvalsConfig,
+    // Runs start from checkpoint uploads; from the CLI, name one: --config '{"checkpoint":"s3://.../manifest.json"}'.
+    smoke: {},
+    create: (scope, id, props) => new EvalsStack(scope, id, props),
+  },
+  {
+    name: LM_SFT_PIPELINE,
+    stackId: 'LmSft',
+    description: 'Checkpoint producer: a small GPT trained as a base model, then fine-tuned on arithmetic, uploading checkpoints',
+    config: LmSftConfig,
+    smoke: LM_SFT_SIZES.smoke,
+    sizes: LM_SFT_SIZES,
+    afterRun: 'its checkpoints started evaluations: npx frontier artifacts show leaderboard-<run> (leaderboard.html)',
+    create: (scope, id, props) => new LmSftStack(scope, id, props),
   },
   {
     // The platform's probe: a fixture using every step kind. Deploying it verifies an account's

@@ -17,7 +17,7 @@ import { sha256Hex } from './json.ts';
 import { parseOrThrow } from './schema.ts';
 import { benchmarkKey, benchmarkVersionKey } from './table.ts';
 
-export const SCORERS = ['exact-number', 'exact-string'] as const;
+export const SCORERS = ['exact-number', 'exact-string', 'multiple-choice'] as const;
 export const BENCHMARK_NAME = /^[a-z0-9][a-z0-9-]{0,40}$/;
 
 export const BenchmarkEntry = z

@@ -12,8 +12,8 @@ obs[g, plane * 42 + row * 7 + col], plane 0 = the mover's own pieces, plane 1 = 
 plane 2 = empty cells; each value exactly 0 or 1. TypeScript's `encodeObservation` writes the
 same values in the same order.
 
-Every operation is vectorised over the games: a win is found with one gather of the lines of four
-through the cells in question (a table built once), with no Python loop over games.
+Every operation is vectorised over the games: a win is found with a few shifts and ANDs of
+per-game 64-bit bitboards (built from the boards when needed), with no Python loop over games.
 """
 from __future__ import annotations
 
@@ -31,24 +31,20 @@ TACTICAL_WIN = 2
 TACTICAL_KIND_NAMES = ("any", "block", "win")
 
 
-def _window_table() -> np.ndarray:
-    """(42, W, 4): for each cell, the flat cells of every line of four through it.
-
-    Cells in fewer than W lines repeat their first line, which changes no any() over them.
-    """
-    windows = []
-    for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
-        for r in range(ROWS):
-            for c in range(COLS):
-                cells = [(r + k * dr, c + k * dc) for k in range(4)]
-                if all(0 <= rr < ROWS and 0 <= cc < COLS for rr, cc in cells):
-                    windows.append([rr * COLS + cc for rr, cc in cells])
-    through = [[w for w in windows if cell in w] for cell in range(CELLS)]
-    width = max(len(ws) for ws in through)
-    return np.array([ws + [ws[0]] * (width - len(ws)) for ws in through], dtype=np.int64)
+# Bitboards, for the win tests only (the state stays in `boards`): a player's pieces as one
+# uint64, bit col * 7 + row. Row 6 of every column is a sentinel that is always 0, so shifting a
+# line of pieces by one step in any direction never wraps from one column into the next.
+_COLUMN_BITS = ROWS + 1
+_BIT_OF_CELL = np.array([1 << ((cell % COLS) * _COLUMN_BITS + cell // COLS) for cell in range(CELLS)],
+                        dtype=np.uint64)
+# One step along each kind of line: up, right, up-right, down-right.
+_STEPS = tuple(np.uint64(s) for s in (1, _COLUMN_BITS, _COLUMN_BITS + 1, _COLUMN_BITS - 1))
 
 
-_WINDOWS_THROUGH = _window_table()
+def _bitboards(flat_boards: np.ndarray, player: np.ndarray) -> np.ndarray:
+    """(K, 42) boards and (K,) players -> (K,) uint64: the cells holding player[k]'s pieces."""
+    mine = flat_boards == np.asarray(player).reshape(-1, 1)
+    return np.where(mine, _BIT_OF_CELL, np.uint64(0)).sum(axis=1, dtype=np.uint64)
 
 
 class IllegalMoveError(ValueError):
@@ -70,18 +66,23 @@ def encode_observation(boards: np.ndarray, to_move: np.ndarray) -> np.ndarray:
     return planes.reshape(boards.shape[0], OBSERVATION_SIZE).astype(np.float32)
 
 
-def _connects_four(flat_boards: np.ndarray, games: np.ndarray, cells: np.ndarray,
-                   pieces: np.ndarray) -> np.ndarray:
-    """For each k: would a piece pieces[k] on flat cell cells[k] of board games[k] make four?
+def _fours_through(pieces: np.ndarray, cell_bits: np.ndarray) -> np.ndarray:
+    """With the piece on each cell_bits added to pieces (bitboards, broadcast together): is
+    there a line of four through that cell? The cell counts as the piece whatever it holds, so
+    this answers both "did the last move win" and "would a move there win".
 
-    flat_boards is (N, 42). The cell itself counts as the piece whatever it holds, so this answers
-    both "did the last move win" and "would a move there win". One gather of every line through
-    each cell: no Python loop over games.
+    For each direction, bit i of `four` is set when cells i, i+s, i+2s, i+3s are all held; a
+    line passes through the cell when it starts on the cell or 1-3 steps before it.
     """
-    windows = _WINDOWS_THROUGH[cells]  # (K, W, 4)
-    values = flat_boards[games[:, None, None], windows]
-    match = (values == pieces[:, None, None]) | (windows == cells[:, None, None])
-    return match.all(axis=2).any(axis=1)
+    held = pieces | cell_bits
+    found = np.zeros(held.shape, dtype=bool)
+    for step in _STEPS:
+        two, three = step + step, step + step + step
+        pairs = held & (held >> step)
+        four = pairs & (pairs >> two)
+        starts = cell_bits | (cell_bits >> step) | (cell_bits >> two) | (cell_bits >> three)
+        found |= (four & starts) != 0
+    return found
 
 
 def seat_plan(games: int, groups: int) -> tuple[np.ndarray, np.ndarray]:
@@ -156,11 +157,10 @@ class Connect4Env:
     def winning_moves(self, player: np.ndarray) -> np.ndarray:
         """(N, 7) bool: columns where player[g] dropping a piece now would complete four."""
         player = np.asarray(player, dtype=np.int8).reshape(self.num_games)
-        rows = np.minimum(self.heights, ROWS - 1).astype(np.int64)  # a full column is masked below
-        cells = (rows * COLS + np.arange(COLS)).reshape(-1)
-        games = np.repeat(self._all, COLS)
-        wins = _connects_four(self._flat, games, cells, np.repeat(player, COLS))
-        return wins.reshape(self.num_games, COLS) & self.legal_mask()
+        rows = np.minimum(self.heights, ROWS - 1).astype(np.uint64)  # a full column is masked below
+        cell_bits = np.uint64(1) << (np.arange(COLS, dtype=np.uint64) * np.uint64(_COLUMN_BITS) + rows)
+        wins = _fours_through(_bitboards(self._flat, player)[:, None], cell_bits)
+        return wins & self.legal_mask()
 
     def step(self, actions) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Plays actions[g] in every game still going; a finished game must get -1.
@@ -214,7 +214,7 @@ class Connect4Env:
         self.boards[games, rows, cols] = pieces
         self.heights[games, cols] += 1
         self.plies[games] += 1
-        won = _connects_four(self._flat, games, rows * COLS + cols, pieces)
+        won = _fours_through(_bitboards(self._flat[games], pieces), _BIT_OF_CELL[rows * COLS + cols])
         full = self.plies[games] == CELLS
         self.winner[games] = np.where(won, pieces, 0)
         self.done[games] = won | full

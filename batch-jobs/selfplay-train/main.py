@@ -9,8 +9,8 @@
    iteration.
 4. Evaluate greedily against the tactical and random bots, split by seat.
 5. Upload snapshot.onnx (the logits head, for the match and arena Lambdas), snapshot.pt (the
-   weights and architecture, for the next generation's trainer) and curves.json; return the
-   small result the state machine reads (result.json, under 32 KiB).
+   weights, architecture and Adam state, for the next generation's trainer) and curves.json;
+   return the small result the state machine reads (result.json, under 32 KiB).
 
 Started by the SelfPlayLeague state machine's train step through jobio's contract.
 """
@@ -121,7 +121,8 @@ def main(spec: dict, ctx: JobContext) -> dict:
         onnx_path = os.path.join(workdir, "snapshot.onnx")
         export_onnx(result.net, onnx_path)
         pt_path = os.path.join(workdir, "snapshot.pt")
-        save_checkpoint(pt_path, result.net.cpu())
+        # With the optimizer state: the next generation's job continues it (continue_optimizer).
+        save_checkpoint(pt_path, result.net.cpu(), result.optimizer)
         uploads = []
         for name, path, content_type in (("snapshot.onnx", onnx_path, "application/octet-stream"),
                                          ("snapshot.pt", pt_path, "application/octet-stream")):

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from connect4_env import COLS, OBSERVATION_SIZE
 from checks import positive_int
@@ -80,6 +81,47 @@ class PolicyConfig:
         return cls(**data)
 
 
+def _mkldnn_linear_works() -> bool:
+    """True when torch's oneDNN inner product runs here, forward and backward, and agrees with
+    F.linear. Probed once at import; any failure (no oneDNN, an API gone) keeps F.linear."""
+    if not torch.backends.mkldnn.is_available() or not hasattr(torch._C._nn, "mkldnn_linear"):
+        return False
+    try:
+        generator = torch.Generator().manual_seed(0)
+        x = torch.rand(5, 3, generator=generator, requires_grad=True)
+        w = torch.rand(4, 3, generator=generator, requires_grad=True)
+        b = torch.rand(4, generator=generator, requires_grad=True)
+        out = torch._C._nn.mkldnn_linear(x.to_mkldnn(), w, b).to_dense()
+        out.sum().backward()
+        expected = F.linear(x.detach(), w.detach(), b.detach())
+        return bool(torch.allclose(out.detach(), expected, atol=1e-5)) and all(
+            t.grad is not None for t in (x, w, b))
+    except Exception:  # noqa: BLE001 - any failure means "do not use it"
+        return False
+
+
+MKLDNN_LINEAR = _mkldnn_linear_works()
+"""Whether linear() takes the oneDNN path for CPU float32 inputs (decided once, at import)."""
+
+
+def _mkldnn_path(x: torch.Tensor) -> bool:
+    return MKLDNN_LINEAR and not torch.jit.is_tracing() and not torch.onnx.is_in_onnx_export() \
+        and x.device.type == "cpu" and x.dtype == torch.float32 and x.dim() == 2 and x.shape[0] > 0
+
+
+def linear(x: torch.Tensor, layer: nn.Linear) -> torch.Tensor:
+    """layer(x), through oneDNN's inner product on the CPU when it works here.
+
+    Why: a torch linked against the reference BLAS (Debian's torch with libblas3, which the local
+    trainer runs) does a 126-256-256 MLP's matrix products at ~2-5 GFLOP/s on one core; oneDNN,
+    which every CPU build of torch carries, does them 15-30x faster, with autograd. CUDA, other
+    dtypes, an empty batch and ONNX export (which must trace plain ops) keep F.linear.
+    """
+    if _mkldnn_path(x):
+        return torch._C._nn.mkldnn_linear(x.contiguous().to_mkldnn(), layer.weight, layer.bias).to_dense()
+    return F.linear(x, layer.weight, layer.bias)
+
+
 class PolicyNet(nn.Module):
     """MLP observation -> hidden ReLU layers -> (move logits, value)."""
 
@@ -95,14 +137,21 @@ class PolicyNet(nn.Module):
         self.policy_head = nn.Linear(width, self.config.num_actions)
         self.value_head = nn.Linear(width, 1)
 
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        """The trunk's output [B, last hidden size]; the layers run through linear()."""
+        h = obs
+        for layer in self.trunk:
+            h = linear(h, layer) if isinstance(layer, nn.Linear) else layer(h)
+        return h
+
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """obs [B, observation_size] -> (logits [B, num_actions], value [B])."""
-        features = self.trunk(obs)
-        return self.policy_head(features), self.value_head(features).squeeze(-1)
+        features = self.features(obs)
+        return linear(features, self.policy_head), linear(features, self.value_head).squeeze(-1)
 
     def logits(self, obs: torch.Tensor) -> torch.Tensor:
         """The move logits alone (no value head computed)."""
-        return self.policy_head(self.trunk(obs))
+        return linear(self.features(obs), self.policy_head)
 
 
 def masked_logits(logits: torch.Tensor, legal_mask: torch.Tensor | np.ndarray) -> torch.Tensor:
@@ -119,10 +168,17 @@ def masked_logits(logits: torch.Tensor, legal_mask: torch.Tensor | np.ndarray) -
 
 def evaluate_actions(net: PolicyNet, obs: torch.Tensor, legal_mask: torch.Tensor,
                      actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(log-probability of each action, entropy, value), each [B], under the masked policy."""
+    """(log-probability of each action, entropy, value), each [B], under the masked policy.
+
+    Computed directly from log_softmax (what torch.distributions.Categorical does, without its
+    per-call validation and broadcasting overhead): an illegal move has probability exactly 0,
+    so its term p * log p is 0 * (about -1e9) = 0 and adds nothing to the entropy.
+    """
     logits, value = net(obs)
-    dist = torch.distributions.Categorical(logits=masked_logits(logits, legal_mask))
-    return dist.log_prob(actions), dist.entropy(), value
+    log_probs = torch.log_softmax(masked_logits(logits, legal_mask), dim=-1)
+    chosen = log_probs.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+    entropy = -(log_probs.exp() * log_probs).sum(-1)
+    return chosen, entropy, value
 
 
 class _LogitsOnly(nn.Module):

@@ -207,5 +207,79 @@ class EnvTest(unittest.TestCase):
         self.assertGreater(score, 0.8)
 
 
+def brute_force_winning_moves(board, player):
+    """Columns where player dropping a piece makes four, by trying every cell's lines one by one."""
+    wins = []
+    for col in range(COLS):
+        heights = [r for r in range(6) if board[r, col] == 0]
+        if not heights:
+            continue
+        row = heights[0]
+        trial = board.copy()
+        trial[row, col] = player
+        for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+            run = 1
+            for sign in (1, -1):
+                r, c = row + sign * dr, col + sign * dc
+                while 0 <= r < 6 and 0 <= c < COLS and trial[r, c] == player:
+                    run += 1
+                    r, c = r + sign * dr, c + sign * dc
+            if run >= 4:
+                wins.append(col)
+                break
+    return wins
+
+
+class WinDetectionTest(unittest.TestCase):
+    def test_bitboard_wins_match_a_brute_force_check_on_random_games(self):
+        # Random play through every stage of 200 games: at each ply, both players' winning
+        # columns and the end of the game agree with cell-by-cell line counting.
+        env = Connect4Env(200)
+        rng = np.random.default_rng(5)
+        env.reset()
+        checked = 0
+        while not env.done.all():
+            for player in (1, -1):
+                got = env.winning_moves(np.full(env.num_games, player))
+                for g in np.flatnonzero(~env.done)[:40]:
+                    self.assertEqual(columns(got[g]), brute_force_winning_moves(env.boards[g], player))
+                    checked += 1
+            self.assertFalse(env.winning_moves(np.ones(env.num_games))[env.done].any())
+            before = env.boards.copy()
+            movers = env.to_move.copy()
+            actions = random_moves(env, rng)
+            live = ~env.done
+            _, rewards, _ = env.step(actions)
+            for g in np.flatnonzero(live):
+                expected = actions[g] in brute_force_winning_moves(before[g], int(movers[g]))
+                self.assertEqual(bool(rewards[g]), expected)
+                self.assertEqual(int(env.winner[g]), int(movers[g]) if expected else 0)
+        self.assertGreater(checked, 2000)
+
+    def test_lines_at_the_edges_of_the_board(self):
+        # Where a bitboard shift could wrap into the neighbouring column: the last column, the
+        # top row, the corner cells.
+        cases = {
+            "vertical in the last column": [6, 0, 6, 0, 6, 0, 6],
+            "vertical up to the top row": [0, 0, 0, 1, 0, 1, 0, 1, 0],
+            "diagonal into the last column": [3, 4, 4, 5, 5, 6, 5, 6, 6, 0, 6],
+            "horizontal ending in the last column": [3, 3, 4, 4, 5, 5, 6],
+        }
+        for name, moves in cases.items():
+            with self.subTest(name):
+                env = Connect4Env(1)
+                for col in moves[:-1]:
+                    env.play(0, col)
+                player = int(env.to_move[0])
+                self.assertIn(moves[-1], columns(env.winning_moves(np.array([player]))[0]))
+                self.assertEqual(env.play(0, moves[-1]), 1.0)
+                self.assertEqual(int(env.winner[0]), player)
+        # The top three cells of column 0 and the bottom cell of column 1 are not a line.
+        env = Connect4Env.from_moves([[1, 0, 6, 0, 5, 0, 0, 6, 0, 6, 0]])
+        self.assertFalse(env.done[0])
+        for player in (1, -1):
+            self.assertEqual(columns(env.winning_moves(np.array([player]))[0]),
+                             brute_force_winning_moves(env.boards[0], player))
+
 if __name__ == "__main__":
     unittest.main()

@@ -9,6 +9,7 @@ import torch
 from onnx import numpy_helper
 
 from connect4_env import COLS, OBSERVATION_SIZE, Connect4Env
+import policy
 from policy import (
     ILLEGAL_LOGIT,
     CheckpointError,
@@ -94,6 +95,58 @@ class PolicyNetTest(unittest.TestCase):
         torch.testing.assert_close(net.logits(torch.ones(2, 126)), net(torch.ones(2, 126))[0])
 
 
+class FastLinearTest(unittest.TestCase):
+    """PolicyNet's layers go through linear(), oneDNN on the CPU where it works: it must give
+    F.linear's numbers, forward and backward, and leave CUDA and ONNX export to F.linear."""
+
+    @staticmethod
+    def reference(net, obs):
+        h = obs
+        for layer in net.trunk:
+            h = torch.nn.functional.linear(h, layer.weight, layer.bias) if isinstance(layer, torch.nn.Linear) \
+                else layer(h)
+        return (torch.nn.functional.linear(h, net.policy_head.weight, net.policy_head.bias),
+                torch.nn.functional.linear(h, net.value_head.weight, net.value_head.bias).squeeze(-1))
+
+    def test_the_oneDNN_path_is_available_here(self):
+        # The local trainer's torch links the reference BLAS; without this path it is ~15x slower.
+        self.assertTrue(policy.MKLDNN_LINEAR)
+
+    def test_forward_and_gradients_match_f_linear(self):
+        torch.manual_seed(6)
+        net = PolicyNet()
+        obs = (torch.rand(300, 126) < 0.3).float()
+
+        def run(forward):
+            net.zero_grad()
+            logits, value = forward(obs)
+            (logits.pow(2).sum() + (value * torch.arange(300.0)).sum()).backward()
+            return [logits.detach(), value.detach()] + [p.grad.clone() for p in net.parameters()]
+
+        for got, want in zip(run(net), run(lambda x: self.reference(net, x))):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+    def test_empty_batch_and_no_grad(self):
+        net = PolicyNet()
+        logits, value = net(torch.zeros(0, 126))
+        self.assertEqual((tuple(logits.shape), tuple(value.shape)), ((0, 7), (0,)))
+        with torch.no_grad():
+            logits, value = net(torch.ones(3, 126))
+        torch.testing.assert_close(logits, self.reference(net, torch.ones(3, 126))[0])
+
+    def test_without_the_oneDNN_path_the_numbers_are_the_same(self):
+        torch.manual_seed(7)
+        net = PolicyNet()
+        obs = torch.rand(17, 126)
+        fast = net(obs)[0].detach()
+        saved, policy.MKLDNN_LINEAR = policy.MKLDNN_LINEAR, False
+        try:
+            plain = net(obs)[0].detach()
+        finally:
+            policy.MKLDNN_LINEAR = saved
+        torch.testing.assert_close(fast, plain, rtol=1e-5, atol=1e-5)
+
+
 class MaskingTest(unittest.TestCase):
     def setUp(self):
         torch.manual_seed(1)
@@ -133,6 +186,18 @@ class MaskingTest(unittest.TestCase):
         self.assertAlmostEqual(float(entropy), np.log(2), places=6)
         self.assertAlmostEqual(float(logp), np.log(0.5), places=6)
         self.assertEqual(tuple(value.shape), (1,))
+
+    def test_evaluate_actions_agrees_with_a_categorical_distribution(self):
+        torch.manual_seed(8)
+        net = PolicyNet(PolicyConfig(hidden_sizes=(16,)))
+        obs = torch.rand(64, 126)
+        actions = torch.tensor([int(torch.multinomial(row.float(), 1)) for row in self.mask])
+        logp, entropy, value = evaluate_actions(net, obs, self.mask, actions)
+        logits, expected_value = net(obs)
+        dist = torch.distributions.Categorical(logits=masked_logits(logits, self.mask))
+        torch.testing.assert_close(logp, dist.log_prob(actions))
+        torch.testing.assert_close(entropy, dist.entropy())
+        torch.testing.assert_close(value, expected_value)
 
     def test_a_full_column_from_the_real_environment_is_never_chosen(self):
         env = Connect4Env.from_moves([[3, 3, 3, 3, 3, 3]])  # column 3 is full

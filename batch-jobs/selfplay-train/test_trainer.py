@@ -110,13 +110,13 @@ class SelfPlayParityTest(unittest.TestCase):
 
 class LearningTest(unittest.TestCase):
     def test_a_tiny_run_beats_the_random_bot_and_gains_on_the_tactical_one(self):
-        # Measured on one thread (seed 0): ~12-18 s, greedy vs random 0.70 -> 0.93, vs tactical
+        # Measured on one thread (seed 0): ~4-6 s, greedy vs random 0.70 -> 0.93, vs tactical
         # ~0.05 -> ~0.21. An untrained net already wins 60-85 % against random by stacking one
         # column, so the bound is absolute (>= 0.85) and the tactical score must also rise.
         config = TrainConfig(games_per_iteration=256, iterations=40, seed=0,
                              opponent_groups=[["random"], ["tactical"]],
                              policy=PolicyConfig(hidden_sizes=(64, 64)),
-                             ppo=PPOConfig(learning_rate=1e-3), device="cpu")
+                             ppo=PPOConfig(learning_rate=1e-3, update_epochs=4, minibatches=4), device="cpu")
         torch.manual_seed(0)
         untrained = PolicyNet(config.policy)
         before = {bot: evaluate(untrained, bot, 400, 7) for bot in ("random", "tactical")}
@@ -169,6 +169,43 @@ class ResumeTest(unittest.TestCase):
             other = TrainConfig(games_per_iteration=64, iterations=4, seed=12, policy=SMALL)
             with self.assertRaisesRegex(ResumeMismatchError, "written by another run"):
                 train(other, resume_from=path)
+
+
+class GenerationTest(unittest.TestCase):
+    """A generation is one train() call starting from the previous one's snapshot."""
+
+    @staticmethod
+    def config(**fields):
+        return TrainConfig(**{"games_per_iteration": 32, "seed": 3, "policy": SMALL, "opponent_groups": [["random"]],
+                              "ppo": PPOConfig(minibatches=2, update_epochs=1), **fields})
+
+    @staticmethod
+    def adam_steps(optimizer):
+        return {int(state["step"]) for state in optimizer.state.values()}
+
+    def test_the_next_generation_continues_the_snapshot_optimizer(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            first = train(self.config(iterations=2))
+            self.assertEqual(self.adam_steps(first.optimizer), {4})  # 2 iterations x 2 minibatches
+            with_adam, weights_only = os.path.join(tmp, "gen-1.pt"), os.path.join(tmp, "gen-1-weights.pt")
+            save_checkpoint(with_adam, first.net, first.optimizer)
+            save_checkpoint(weights_only, first.net)
+
+            lr = {"learning_rate": 1e-3, "minibatches": 2, "update_epochs": 1}
+            second = train(self.config(iterations=1, initial_state_dict=with_adam, ppo=lr))
+            self.assertEqual(self.adam_steps(second.optimizer), {6})
+            self.assertEqual(second.optimizer.param_groups[0]["lr"], 1e-3)  # this config's, not the file's
+            for key, value in first.optimizer.state_dict()["state"][0].items():
+                self.assertEqual(tuple(value.shape), tuple(second.optimizer.state_dict()["state"][0][key].shape))
+
+            fresh = train(self.config(iterations=1, initial_state_dict=with_adam, continue_optimizer=False))
+            self.assertEqual(self.adam_steps(fresh.optimizer), {2})
+            no_state = train(self.config(iterations=1, initial_state_dict=weights_only))
+            self.assertEqual(self.adam_steps(no_state.optimizer), {2})
+
+    def test_continue_optimizer_must_be_a_boolean(self):
+        with self.assertRaisesRegex(TrainConfigError, "continue_optimizer: must be true or false"):
+            TrainConfig.from_dict({"continue_optimizer": "yes"})
 
 
 class FakeS3Error(Exception):
@@ -246,6 +283,7 @@ class MainTest(unittest.TestCase):
             tmp.flush()
             snapshot = load_checkpoint(tmp.name)
         self.assertEqual(snapshot.net.config, SMALL)  # the architecture came from gen-2's file
+        self.assertIsNotNone(snapshot.optimizer_state)  # for the next generation to continue
         curves = json.loads(self.s3.objects[("league", "runs/gen-3/curves.json")])
         self.assertEqual(curves["score_by_group"], result["curves"]["scoreByGroup"])
 

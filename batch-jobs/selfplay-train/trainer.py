@@ -109,6 +109,13 @@ class TrainConfig:
     initial_state_dict: str | None = None
     """A local checkpoint to start from (the previous generation's snapshot); None = fresh net."""
 
+    continue_optimizer: bool = True
+    """When initial_state_dict also holds an optimizer state (main.py writes snapshot.pt with
+    one), continue that Adam state instead of a fresh one. A generation is where the product
+    stops to rate and pick opponents, not a learning boundary: a fresh Adam's first steps are
+    full-size in every weight whatever its gradient history, a jolt to a trained policy. The
+    learning rate is this config's ppo.learning_rate either way."""
+
     device: str = "auto"
     """'auto' (CUDA when available), 'cpu' or 'cuda' for the learner's forward and update passes."""
 
@@ -132,6 +139,8 @@ class TrainConfig:
             raise TrainConfigError("ppo, policy: must be objects")
         if self.device not in ("auto", "cpu", "cuda"):
             raise TrainConfigError(f"device: must be auto, cpu or cuda (got {self.device!r})")
+        if not isinstance(self.continue_optimizer, bool):
+            raise TrainConfigError(f"continue_optimizer: must be true or false (got {self.continue_optimizer!r})")
         if self.initial_state_dict is not None and not (isinstance(self.initial_state_dict, str)
                                                         and self.initial_state_dict):
             raise TrainConfigError(f"initial_state_dict: must be a path or null (got {self.initial_state_dict!r})")
@@ -172,6 +181,7 @@ class TrainConfig:
             "policy": self.policy.to_dict(),
             "checkpoint_every": self.checkpoint_every,
             "initial_state_dict": self.initial_state_dict,
+            "continue_optimizer": self.continue_optimizer,
         }
 
     def group_names(self) -> list[str]:
@@ -248,6 +258,8 @@ def play_games(net: PolicyNet, opponents: list[Opponent], opponent_nets: dict[st
     learner_color = np.where(learner_first, 1, -1).astype(np.int8)
     records: dict[str, list] = {k: [] for k in ("obs", "mask", "action", "log_prob", "value", "game", "step")}
     learner_moves = np.zeros(n, dtype=np.int64)
+    bot_games = {kind: np.isin(opponent_index, [j for j, m in enumerate(opponents) if m.kind == kind])
+                 for kind in BOT_KINDS}
     env_steps = 0
     net.eval()
     while not env.done.all():
@@ -266,15 +278,16 @@ def play_games(net: PolicyNet, opponents: list[Opponent], opponent_nets: dict[st
                     records[key].append(val)
             learner_moves[rows] += 1
         opponent_turn = live & ~learner_turn
+        for kind, bot in (("random", random_moves), ("tactical", tactical_moves)):
+            # One vectorised call per bot kind and ply, however many groups it appears in.
+            rows = np.flatnonzero(opponent_turn & bot_games[kind])
+            if rows.size:
+                actions[rows] = bot(env, rng)[rows]
         for j, opponent in enumerate(opponents):
-            rows = np.flatnonzero(opponent_turn & (opponent_index == j))
-            if not rows.size:
+            if opponent.kind in BOT_KINDS:
                 continue
-            if opponent.kind == "random":
-                actions[rows] = random_moves(env, rng)[rows]
-            elif opponent.kind == "tactical":
-                actions[rows] = tactical_moves(env, rng)[rows]
-            else:
+            rows = np.flatnonzero(opponent_turn & (opponent_index == j))
+            if rows.size:
                 opponent_net = net if opponent.kind == SELF else opponent_nets[opponent.name]
                 actions[rows] = _learner_act(opponent_net, obs[rows], mask[rows], device, generator, greedy)[0]
         env_steps += int(live.sum())
@@ -373,6 +386,8 @@ class TrainResult:
     rollout_seconds: float
     resumed_from: int
     """Iterations already done by the checkpoint this run resumed from (0 for a fresh start)."""
+    optimizer: torch.optim.Optimizer | None = None
+    """The learner's Adam, to save with the snapshot so the next generation can continue it."""
 
     @property
     def env_steps_per_second(self) -> float:
@@ -402,13 +417,21 @@ def train(config: TrainConfig,
     device = resolve_device(config.device)
     rng = np.random.default_rng(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
+    initial_optimizer_state = None
     if config.initial_state_dict:
-        net = load_checkpoint(config.initial_state_dict).net
+        initial = load_checkpoint(config.initial_state_dict)
+        net = initial.net
+        if config.continue_optimizer:
+            initial_optimizer_state = initial.optimizer_state
     else:
         torch.manual_seed(config.seed)  # the initial weights
         net = PolicyNet(config.policy)
     net = net.to(device)
     optimizer = torch.optim.Adam(net.parameters(), lr=config.ppo.learning_rate, eps=1e-5)
+    if initial_optimizer_state is not None:
+        optimizer.load_state_dict(initial_optimizer_state)  # moves the moments to the net's device
+        for param_group in optimizer.param_groups:
+            param_group["lr"] = config.ppo.learning_rate
     curves: dict[str, list] = {key: [] for key in CURVE_KEYS}
     done_iterations = 0
     env_steps_total, rollout_seconds = 0, 0.0
@@ -475,5 +498,5 @@ def train(config: TrainConfig,
                 "rollout_seconds": rollout_seconds,
             }))
     return TrainResult(net=net, curves=curves, group_names=group_names, env_steps=env_steps_total,
-                       rollout_seconds=rollout_seconds, resumed_from=resumed_from)
+                       rollout_seconds=rollout_seconds, resumed_from=resumed_from, optimizer=optimizer)
 

@@ -22,7 +22,8 @@ import { pipelineNamed, resolveConfig } from './config.ts';
 import type { Io } from './output.ts';
 import { deployedStateMachine } from './run-aws.ts';
 
-export const EVALS_PIPELINE = 'evals';
+import { EVALS_PIPELINE } from '#pipelines/evals/stack.ts';
+export { EVALS_PIPELINE };
 
 export interface RegistryOptions {
   readonly target: 'local' | 'aws';
@@ -31,7 +32,8 @@ export interface RegistryOptions {
 }
 
 /** The platform's table and bucket: the local runtime's, or the deployed FrontierPlatform stack's outputs. */
-async function withRegistry<T>(options: RegistryOptions, body: (where: RegistryLocation, runtime?: LocalRuntime) => Promise<T>): Promise<T> {
+async function withRegistry<T>(options: RegistryOptions, body: (where: RegistryLocation, runtime?: LocalRuntime) => Promise<T>, running?: LocalRuntime): Promise<T> {
+  if (running) return body({ table: running.resources.tables[0]!, bucket: running.resources.buckets[0]! }, running);
   if (options.target === 'aws') {
     const cfn = new CloudFormationClient({});
     let outputs;
@@ -132,7 +134,7 @@ export interface BackfillSummary {
  * bumped benchmarks compute. Locally it waits for every run; on AWS it starts them and prints
  * their ARNs.
  */
-export async function backfill(run: string, benchmarks: string[] | undefined, options: RegistryOptions, io: Io): Promise<BackfillSummary> {
+export async function backfill(run: string, benchmarks: string[] | undefined, options: RegistryOptions, io: Io, running?: LocalRuntime): Promise<BackfillSummary> {
   const entry = pipelineNamed(EVALS_PIPELINE);
   return withRegistry(options, async (where, runtime) => {
     const manifests = await runManifests(where.bucket, run);
@@ -161,5 +163,5 @@ export async function backfill(run: string, benchmarks: string[] | undefined, op
     };
     io.out(`backfill of ${run}: ${summary.checkpoints} checkpoints, ${summary.succeeded} succeeded, ${summary.failed} failed, ${summary.evalJobs} eval jobs started (the other pairs were cached)`);
     return summary;
-  });
+  }, running);
 }

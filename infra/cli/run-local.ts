@@ -41,7 +41,12 @@ export async function runLocal(entry: PipelineEntry, config: Record<string, unkn
     });
     const execution = runtime.startExecution(entry.name, { config }, { name: options.name });
     io.out(`started ${execution.executionArn}`);
+    // Runs this one starts through uploads (checkpoints starting evaluations) are reported too.
+    runtime.on('executionDone', (done: ExecutionRecord) => {
+      if (done.executionArn !== execution.executionArn) io.out(`  started by an upload: ${done.pipeline} ${done.name} ${done.status}${done.status === 'SUCCEEDED' ? '' : ` (${done.error}: ${done.cause})`}`);
+    });
     const record = await execution.done;
+    await runtime.idle();
     const seconds = (Date.parse(record.stopDate!) - Date.parse(record.startDate)) / 1000;
     io.out(
       `${record.status} in ${seconds.toFixed(2)} s: ${record.stats.statesEntered} states, ` +

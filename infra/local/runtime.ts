@@ -743,6 +743,20 @@ export class LocalRuntime extends EventEmitter {
     while (this.pendingEvents.size) await Promise.allSettled([...this.pendingEvents]);
   }
 
+  /**
+   * Waits until no event delivery is in flight and no execution is running. A run's uploads may
+   * start other runs (a training job's checkpoints start evaluations), so it loops until both
+   * are quiet at once.
+   */
+  async idle(): Promise<void> {
+    for (;;) {
+      await this.eventsSettled();
+      const running = [...this.executions.values()].filter((e) => e.record.status === 'RUNNING');
+      if (!running.length && !this.pendingEvents.size) return;
+      await Promise.allSettled(running.map((e) => e.done));
+    }
+  }
+
   private async withRetries<T>(fn: () => Promise<T>, attempts: number): Promise<T> {
     for (let i = 1; ; i++) {
       try {

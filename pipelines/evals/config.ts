@@ -16,8 +16,8 @@ export const EvalsConfig = z
     target: z.string().regex(BENCHMARK_NAME).nullable().default(null),
     guard: z.string().regex(BENCHMARK_NAME).nullable().default(null),
     marginPoints: z.number().min(0).max(100).nullable().default(null),
-    /** Generation budget per prompt. */
-    maxNewTokens: z.int().min(1).max(1024).default(24),
+    /** Generation budget per prompt (the demo's answers are at most 6 characters). */
+    maxNewTokens: z.int().min(1).max(1024).default(8),
     /** Example generations kept per result. */
     examples: z.int().min(0).max(50).default(5),
   })

@@ -85,10 +85,10 @@ export class EvalsStack extends Stack {
       resources,
     });
 
-    const fromUpload = new sfn.Pass(this, 'Config from upload', {
-      parameters: { config: EVALS_TRIGGER_CONFIG, 'trigger.$': '$.trigger' },
-    });
-    const noUploadValue = new sfn.Pass(this, 'No upload event', { parameters: { 'config.$': '$.config', trigger: null } });
+    // A literal Result keeps the config's nulls (Parameters would drop them).
+    const fromUpload = new sfn.Pass(this, 'Config from upload', { result: sfn.Result.fromObject(EVALS_TRIGGER_CONFIG), resultPath: '$.config' });
+    // An empty trigger: Parameters cannot write a null, and JSONPath cannot read a missing field.
+    const noUploadValue = new sfn.Pass(this, 'No upload event', { result: sfn.Result.fromObject({}), resultPath: '$.trigger' });
     const prepare = step(this, 'prepare', {
       run: invoke(prepareFn),
       inputs: {

@@ -118,7 +118,7 @@ export class SelfPlayLeagueStack extends Stack {
 
     const startLeague = step(this, 'start', {
       run: invoke(eloFn),
-      inputs: { start: true },
+      inputs: { start: true, 'ppo.$': '$.config.ppo', 'generations.$': '$.config.generations', 'lrSchedule.$': '$.config.learningRateSchedule' },
       resultPath: '$.league',
     });
     const firstGeneration = new sfn.Pass(this, 'First generation', { result: sfn.Result.fromObject({ n: 1 }), resultPath: '$.gen' });
@@ -128,7 +128,7 @@ export class SelfPlayLeagueStack extends Stack {
         'games_per_iteration.$': '$.config.gamesPerIteration',
         'iterations.$': '$.config.iterations',
         'opponent_groups.$': '$.league.trainGroups',
-        'ppo.$': '$.config.ppo',
+        'ppo.$': '$.league.trainPpo',
         policy: { 'hidden_sizes.$': '$.config.hiddenSizes' },
         // A different seed per generation: two generations never share a cache key.
         'seed.$': 'States.MathAdd($.config.seed, $.gen.n)',
@@ -174,6 +174,9 @@ export class SelfPlayLeagueStack extends Stack {
         'bootstrapSamples.$': '$.config.bootstrapSamples',
         'seed.$': '$.config.seed',
         'opponents.$': '$.config.opponents',
+        'ppo.$': '$.config.ppo',
+        'generations.$': '$.config.generations',
+        'lrSchedule.$': '$.config.learningRateSchedule',
       },
       resultPath: '$.league',
     });

@@ -152,7 +152,7 @@ describe('benchmark registry', () => {
     assert.throws(() => checkBenchmarkData('{"id":1,"prompt":"a","answer":"b"}\n{"id":1,"prompt":"c","answer":"d"}'), /data line 2\.id.*used by an earlier row/);
     assert.throws(() => checkBenchmarkData('{"id":1,"prompt":"a"}'), /data line 1\.answer/);
     assert.throws(() => checkBenchmarkData('nope'), /data line 1.*is not JSON/);
-    await assert.rejects(registerBenchmark(where, { name: 'arith', data, scorer: 'regex', sampleSize: 2 }), /scorer.*must be one of exact-number, exact-string/);
+    await assert.rejects(registerBenchmark(where, { name: 'arith', data, scorer: 'regex', sampleSize: 2 }), /scorer.*must be one of exact-number, exact-string, multiple-choice/);
     await assert.rejects(registerBenchmark(where, { name: 'Arith', data, scorer: 'exact-number', sampleSize: 2 }), /name/);
     await assert.rejects(registerBenchmark(where, { name: 'arith', data, scorer: 'exact-number', sampleSize: 0 }), /sampleSize/);
     assert.equal(s3.commandCalls(PutObjectCommand).length, 0);

@@ -12,6 +12,8 @@ import {
   leagueSummary,
   newLeague,
   recordMatches,
+  ppoFor,
+  scheduledLearningRate,
   trainingGroups,
 } from '#shared/league-doc.ts';
 import { championMetrics, championSummary, eloGapSentence, expectedScore, leagueHeadToHead, leagueReportHtml } from '#shared/league-report.ts';
@@ -24,7 +26,7 @@ describe('league document', () => {
   it('starts with the two bots and trains the first generation against both and itself', () => {
     const doc = newLeague();
     assert.deepEqual(doc.players.map((p) => p.id), ['random', 'tactical']);
-    assert.deepEqual(trainingGroups(doc.opponents), [['tactical'], ['random'], ['self']]);
+    assert.deepEqual(trainingGroups(doc.opponents), [['random', 'tactical'], ['tactical'], ['tactical'], ['self']]);
     assert.equal(leagueSummary(doc, 's3://b/k.json').initialStateDict, null);
   });
 
@@ -38,8 +40,8 @@ describe('league document', () => {
     assert.equal(doc.champion, 'gen-2');
     assert.equal(latestSnapshot(doc)?.id, 'gen-2');
     const groups = trainingGroups(doc.opponents);
-    assert.deepEqual(groups.slice(0, 2), [['tactical'], ['random']]);
-    assert.deepEqual(groups[2], [
+    assert.deepEqual(groups.slice(0, 3), [['random', 'tactical'], ['tactical'], ['tactical']]);
+    assert.deepEqual(groups[3], [
       { name: 'gen-2', state_dict: `${URI}/2/snapshot.pt` },
       { name: 'gen-1', state_dict: `${URI}/1/snapshot.pt` },
     ]);
@@ -56,7 +58,7 @@ describe('league document', () => {
     assert.equal(doc.champion, null);
     assert.throws(() => championSummary(doc), /league\.champion.*every match of every generation failed/);
     // The next generation still trains, from the unrated snapshot's weights, against the bots.
-    assert.deepEqual(trainingGroups(doc.opponents), [['tactical'], ['random'], ['self']]);
+    assert.deepEqual(trainingGroups(doc.opponents).at(-1), ['self']);
     assert.equal(leagueSummary(doc, 's3://b/k.json').initialStateDict, `${URI}/1/snapshot.pt`);
   });
 
@@ -107,6 +109,24 @@ describe('league report', () => {
     assert.doesNotMatch(html, /(src|href)="https?:/);
     assert.match(html, /id="elo-table"/);
     assert.match(html, /<td>gen-2<\/td><td>snapshot<\/td><td>2<\/td>/);
+  });
+});
+
+describe('learning-rate schedule', () => {
+  it('steps down after 40 % and 70 % of the generations, or stays constant', () => {
+    const rates = Array.from({ length: 10 }, (_, i) => scheduledLearningRate(1e-3, i + 1, 10, 'step'));
+    assert.deepEqual(rates, [1e-3, 1e-3, 1e-3, 1e-3, 5e-4, 5e-4, 5e-4, 2.5e-4, 2.5e-4, 2.5e-4]);
+    assert.equal(scheduledLearningRate(1e-3, 10, 10, 'constant'), 1e-3);
+  });
+
+  it("hands the next generation its PPO settings with the scheduled rate, the other fields untouched", () => {
+    const plan = { ppo: { learning_rate: 1e-3, update_epochs: 2 }, generations: 10, schedule: 'step' as const };
+    let doc = newLeague();
+    assert.deepEqual(leagueSummary(doc, 's3://b/k.json', plan).trainPpo, { learning_rate: 1e-3, update_epochs: 2 });
+    for (let g = 1; g <= 7; g++) doc = generation(doc, g, { random: 90, tactical: 50 });
+    assert.deepEqual(leagueSummary(doc, 's3://b/k.json', plan).trainPpo, { learning_rate: 2.5e-4, update_epochs: 2 });
+    assert.deepEqual(ppoFor({ ...plan, ppo: { update_epochs: 2 } }, 9), { update_epochs: 2 });
+    assert.equal(SelfPlayConfig.safeParse({ ...SELFPLAY_SIZES.test, ppo: {}, learningRateSchedule: 'step' }).error?.issues[0]?.path.join('.'), 'ppo.learning_rate');
   });
 });
 

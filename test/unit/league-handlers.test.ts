@@ -171,6 +171,7 @@ describe('league handlers: start, plan, elo', () => {
     seconds: 3,
   });
   const settings = { games: 100, seed: 3, mode: 'sample' as const, maxFailedPercent: 50 };
+  const PLAN = { ppo: { learning_rate: 1e-3 }, generations: 3, lrSchedule: 'step' as const };
 
   beforeEach(() => {
     s3.on(PutObjectCommand).callsFake((input: { Bucket: string; Key: string; Body: string }) => {
@@ -181,8 +182,9 @@ describe('league handlers: start, plan, elo', () => {
 
   it('runs two generations: the snapshot joins, plays every player, and the league is rated', async () => {
     const { elo, plan } = await env();
-    const started = await elo({ start: true });
-    assert.deepEqual(started.trainGroups, [['tactical'], ['random'], ['self']]);
+    const started = await elo({ start: true, ...PLAN });
+    assert.deepEqual(started.trainGroups, [['random', 'tactical'], ['tactical'], ['tactical'], ['self']]);
+    assert.deepEqual(started.trainPpo, { learning_rate: 1e-3 });
     assert.equal(started.initialStateDict, null);
     assert.match(started.leagueUri, /^s3:\/\/league-bucket\/data\/selfplay\/league\/[0-9a-f]{64}\.json$/);
 
@@ -191,35 +193,36 @@ describe('league handlers: start, plan, elo', () => {
     assert.equal(planned1.maxFailures, 1);
     const results1 = [];
     for (const r of planned1.requests) results1.push({ ok: true, value: await matchHandler(r) });
-    const rated1 = await elo({ leagueUri: planned1.leagueUri, generation: 1, results: results1, bootstrapSamples: 30 });
+    const rated1 = await elo({ leagueUri: planned1.leagueUri, generation: 1, results: results1, bootstrapSamples: 30, ...PLAN });
     assert.equal(rated1.champion, 'gen-1');
     assert.equal(rated1.initialStateDict, train('gen-1', '').stateDict);
-    assert.deepEqual(rated1.trainGroups, [['tactical'], ['random'], [{ name: 'gen-1', state_dict: train('gen-1', '').stateDict }]]);
+    assert.deepEqual(rated1.trainGroups.at(-1), [{ name: 'gen-1', state_dict: train('gen-1', '').stateDict }]);
+    assert.deepEqual(rated1.trainPpo, { learning_rate: 5e-4 }, 'generation 2 of 3 on the step schedule');
 
     const planned2 = await plan({ leagueUri: rated1.leagueUri, generation: 2, train: train('gen-2', 'mlp_policy.onnx'), ...settings });
     assert.deepEqual(planned2.requests.map((r) => r.pairId), ['gen-2~random', 'gen-2~tactical', 'gen-2~gen-1']);
     const results2 = [];
     for (const r of planned2.requests) results2.push({ ok: true, value: await matchHandler(r) });
-    const rated2 = await elo({ leagueUri: planned2.leagueUri, generation: 2, results: results2, bootstrapSamples: 30 });
+    const rated2 = await elo({ leagueUri: planned2.leagueUri, generation: 2, results: results2, bootstrapSamples: 30, ...PLAN });
     assert.equal(rated2.matches, 5);
     const ratings = Object.fromEntries(rated2.ratings.map((r) => [r.id, r.elo]));
     assert.equal(ratings.random, 0);
     assert.deepEqual(Object.keys(ratings).sort(), ['gen-1', 'gen-2', 'random', 'tactical']);
     for (const r of rated2.ratings) assert.ok(r.low <= r.elo && r.elo <= r.high, `${r.id} interval`);
     // Content-addressed and seeded: the same inputs write the same league document.
-    assert.deepEqual(await elo({ leagueUri: planned2.leagueUri, generation: 2, results: results2, bootstrapSamples: 30 }), rated2);
+    assert.deepEqual(await elo({ leagueUri: planned2.leagueUri, generation: 2, results: results2, bootstrapSamples: 30, ...PLAN }), rated2);
   });
 
   it('a failed pair is recorded and the league goes on without it', async () => {
     const { elo, plan } = await env();
-    const started = await elo({ start: true });
+    const started = await elo({ start: true, ...PLAN });
     const planned = await plan({ leagueUri: started.leagueUri, generation: 1, train: train('gen-1', 'column_policy.onnx'), ...settings });
     const [first, second] = planned.requests;
     const results = [
       { ok: true, value: await matchHandler(first!) },
       { ok: false, item: { item: second, index: 1 }, error: 'InvalidPolicyModel', cause: 'gen-1: not an ONNX model' },
     ];
-    const rated = await elo({ leagueUri: planned.leagueUri, generation: 1, results, bootstrapSamples: 30 });
+    const rated = await elo({ leagueUri: planned.leagueUri, generation: 1, results, bootstrapSamples: 30, ...PLAN });
     assert.equal(rated.failedMatches, 1);
     assert.equal(rated.matches, 1);
     assert.equal(rated.champion, 'gen-1');
@@ -227,7 +230,7 @@ describe('league handlers: start, plan, elo', () => {
 
   it('bad input names the field and leaves the earlier league document as it was', async () => {
     const { elo, plan } = await env();
-    const started = await elo({ start: true });
+    const started = await elo({ start: true, ...PLAN });
     const key = started.leagueUri.slice(`s3://${BUCKET}/`.length);
     const before = objects.get(key);
     const broken = { ...train('gen-1', 'column_policy.onnx'), snapshotOnnx: 'not-a-uri' };
@@ -237,10 +240,10 @@ describe('league handlers: start, plan, elo', () => {
       return true;
     });
     await assert.rejects(plan({ leagueUri: started.leagueUri, generation: 2, train: train('gen-2', 'mlp_policy.onnx'), ...settings }), /generation.*next generation is 1/);
-    await assert.rejects(elo({ leagueUri: started.leagueUri, generation: 1, results: [] }), /generation.*last planned generation is none/);
+    await assert.rejects(elo({ leagueUri: started.leagueUri, generation: 1, results: [], ...PLAN }), /generation.*last planned generation is none/);
     const bad = { pairId: 'gen-1~random', a: 'gen-1', b: 'random', games: 3 };
     const planned = await plan({ leagueUri: started.leagueUri, generation: 1, train: train('gen-1', 'column_policy.onnx'), ...settings });
-    await assert.rejects(elo({ leagueUri: planned.leagueUri, generation: 1, results: [{ ok: true, value: bad }] }), (error: unknown) => {
+    await assert.rejects(elo({ leagueUri: planned.leagueUri, generation: 1, results: [{ ok: true, value: bad }], ...PLAN }), (error: unknown) => {
       assert.ok(error instanceof ConfigError, String(error));
       assert.match(error.field, /^results\.0\.value\./);
       return true;

@@ -30,7 +30,8 @@ const Event = z
   })
   .strict();
 
-const FailedItem = z.object({ item: z.object({ name: z.string() }) });
+/** A failed fan-out item carries the iteration's input: the benchmark it was scoring. */
+const FailedItem = z.object({ benchmark: z.object({ name: z.string() }) });
 
 export async function handler(event: unknown) {
   const request = parseOrThrow(Event, event);
@@ -44,7 +45,7 @@ export async function handler(event: unknown) {
   const results = currentResults(all, versions);
   const failures: EvalFailure[] = request.items
     .filter((i) => !i.ok)
-    .map((i) => ({ step: request.step, benchmark: parseOrThrow(FailedItem, i.item, 'items.item').item.name, error: i.error ?? 'Error', cause: i.cause ?? '' }));
+    .map((i) => ({ step: request.step, benchmark: parseOrThrow(FailedItem, i.item, 'items.item').benchmark.name, error: i.error ?? 'Error', cause: i.cause ?? '' }));
   const baseStep = request.baseStep ?? Math.min(...results.map((r) => r.step), request.step);
   const { target, guard, marginPoints } = request.guard;
   const decision: GuardDecision =

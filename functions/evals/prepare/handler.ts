@@ -19,7 +19,8 @@ const table = requireEnv(ENV.table);
 
 const Event = z
   .object({
-    trigger: z.object({ bucket: z.string(), key: z.string(), etag: z.string().nullable().optional() }).nullable(),
+    /** The upload event's object; empty when the run was started from the CLI. */
+    trigger: z.union([z.object({ bucket: z.string(), key: z.string(), etag: z.string().nullable().optional() }).loose(), z.object({}).strict()]),
     checkpoint: z.string().nullable(),
     benchmarks: z.array(z.string()).nullable(),
     guard: z.object({ target: z.string().nullable(), guard: z.string().nullable(), marginPoints: z.number().nullable() }),
@@ -28,9 +29,16 @@ const Event = z
 
 export async function handler(event: unknown) {
   const request = parseOrThrow(Event, event);
-  const source = request.trigger ?? (request.checkpoint ? { ...parseS3Uri(request.checkpoint, 'config.checkpoint'), etag: null } : null);
-  if (!source) throw new ConfigError('config.checkpoint', null, 'is required when a run is not started by an upload: s3://<bucket>/checkpoints/<run>/<step>/manifest.json');
-  const { bucket, key } = 'Bucket' in source ? { bucket: source.Bucket, key: source.Key } : source;
+  const trigger = 'key' in request.trigger ? (request.trigger as { bucket: string; key: string; etag?: string | null }) : null;
+  let source: { bucket: string; key: string; etag: string | null };
+  if (trigger) source = { bucket: trigger.bucket, key: trigger.key, etag: trigger.etag ?? null };
+  else if (request.checkpoint) {
+    const { Bucket, Key } = parseS3Uri(request.checkpoint, 'config.checkpoint');
+    source = { bucket: Bucket, key: Key, etag: null };
+  } else {
+    throw new ConfigError('config.checkpoint', null, 'is required when a run is not started by an upload: s3://<bucket>/checkpoints/<run>/<step>/manifest.json');
+  }
+  const { bucket, key } = source;
   const location = locateCheckpoint(bucket, key);
   const s3 = s3Client();
   let text: string;

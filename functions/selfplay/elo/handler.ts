@@ -2,11 +2,12 @@
  * League Elo (steps 2c and 2d). Without a league yet it starts one (the two bots); otherwise it
  * records generation `generation`'s match results, fits every match so far jointly (random bot =
  * 0, bootstrap intervals with a fixed seed, so a rerun gives the same table), picks the champion
- * and the next opponents, and writes the new league document.
+ * and the next opponents, and writes the new league document. It also hands on the next
+ * generation's PPO settings, its learning rate scheduled.
  */
 import { z } from 'zod';
 import { requireEnv } from '#shared/env.ts';
-import { leagueSummary, newLeague, recordMatches } from '#shared/league-doc.ts';
+import { LEARNING_RATE_SCHEDULES, leagueSummary, newLeague, recordMatches } from '#shared/league-doc.ts';
 import { readLeague, writeLeague } from '#shared/league-store.ts';
 import { parseOrThrow } from '#shared/schema.ts';
 import { ENV } from '#shared/table.ts';
@@ -14,10 +15,17 @@ import { ENV } from '#shared/table.ts';
 const bucket = requireEnv(ENV.bucket);
 const pipeline = requireEnv(ENV.pipeline);
 
+const Plan = {
+  ppo: z.record(z.string(), z.unknown()),
+  generations: z.int().min(1),
+  lrSchedule: z.enum(LEARNING_RATE_SCHEDULES),
+};
+
 const Event = z.union([
-  z.object({ start: z.literal(true) }).strict(),
+  z.object({ start: z.literal(true), ...Plan }).strict(),
   z
     .object({
+      ...Plan,
       leagueUri: z.string(),
       generation: z.int().min(1),
       results: z.array(z.unknown()),
@@ -30,13 +38,14 @@ const Event = z.union([
 
 export async function handler(event: unknown) {
   const request = parseOrThrow(Event, event);
+  const plan = { ppo: request.ppo, generations: request.generations, schedule: request.lrSchedule };
   if ('start' in request) {
     const doc = newLeague();
     const written = await writeLeague(bucket, pipeline, doc);
-    return leagueSummary(doc, written.uri);
+    return leagueSummary(doc, written.uri, plan);
   }
   const league = await readLeague(request.leagueUri);
   const { doc } = recordMatches(league, request.generation, request.results, request);
   const written = await writeLeague(bucket, pipeline, doc);
-  return leagueSummary(doc, written.uri);
+  return leagueSummary(doc, written.uri, plan);
 }

@@ -1,0 +1,57 @@
+/**
+ * The checkpoint producer's config: the fields of batch-jobs/lm/train_main.py's spec (snake_case,
+ * as the job reads them), checked here too so a bad value is named before a job starts. The job
+ * writes checkpoints under checkpoints/<run>/<step>/ of the platform bucket.
+ */
+import { z } from 'zod';
+
+const phase = z.object({
+  steps: z.int().min(1).max(1_000_000),
+  batch_size: z.int().min(1).max(4096),
+  lr: z.number().gt(0).max(1),
+});
+
+export const LmSftConfig = z
+  .object({
+    /** The training run: checkpoints go under checkpoints/<run>/. */
+    run: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, 'must be 1-128 letters, digits, ".", "_" or "-", starting with a letter or digit'),
+    seed: z.int().min(0).default(0),
+    model: z
+      .object({ n_layer: z.int().min(1).max(48), n_embd: z.int().min(8).max(4096), n_head: z.int().min(1).max(64), block_size: z.int().min(8).max(4096) })
+      .partial()
+      .strict()
+      .default({}),
+    arithmetic: z
+      .object({ max_operand: z.int().min(1).max(1_000_000), operations: z.array(z.enum(['add', 'sub', 'mul'])).min(1) })
+      .partial()
+      .strict()
+      .default({}),
+    base: phase.extend({ mix: z.partialRecord(z.enum(['text', 'reversal', 'arithmetic']), z.number().min(0)).optional() }).strict(),
+    finetune: phase.extend({ checkpoint_every: z.int().min(1), replay_fraction: z.number().min(0).max(0.9).default(0) }).strict(),
+  })
+  .strict();
+export type LmSftConfig = z.infer<typeof LmSftConfig>;
+
+/**
+ * Measured on one core here: test trains ~70 s (112k parameters; 9 fine-tune checkpoints,
+ * arithmetic 0 -> 92 % held-out); smoke ~220 s (421k parameters; 10 fine-tune checkpoints,
+ * arithmetic 0 -> 89.5 %, reversal 99.5 % -> 0 %). Reversal weighs 0.8 of the base mix: it is
+ * learnt far more reliably than at 0.5.
+ */
+const MIX = { text: 0.2, reversal: 0.8 };
+export const LM_SFT_SIZES = {
+  test: {
+    run: 'sft-test',
+    seed: 1,
+    model: { n_layer: 2, n_embd: 64, n_head: 4, block_size: 96 },
+    base: { steps: 500, batch_size: 32, lr: 0.004, mix: MIX },
+    finetune: { steps: 360, batch_size: 32, lr: 0.004, checkpoint_every: 40 },
+  },
+  smoke: {
+    run: 'sft-demo',
+    seed: 1,
+    model: { n_layer: 2, n_embd: 128, n_head: 4, block_size: 96 },
+    base: { steps: 600, batch_size: 32, lr: 0.003, mix: MIX },
+    finetune: { steps: 500, batch_size: 32, lr: 0.003, checkpoint_every: 50 },
+  },
+} as const satisfies Record<string, z.input<typeof LmSftConfig>>;

@@ -1,0 +1,58 @@
+/**
+ * The checkpoint producer: one Batch GPU job (batch-jobs/lm/train_main.py) trains a small
+ * GPT-style model as a base model (English text and string reversal), then fine-tunes it on
+ * arithmetic word problems, uploading a checkpoint every few steps under checkpoints/<run>/.
+ * Each upload's manifest starts the evals pipeline; this pipeline only trains. Any other
+ * training job that writes the same layout is evaluated the same way.
+ */
+import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import type { Construct } from 'constructs';
+import { BatchJob, PipelineStateMachine, runJob, step, type StepResources, type StepScope } from '#pipelines/steps/index.ts';
+
+export const LM_SFT_PIPELINE = 'lm-sft';
+
+export interface LmSftStackProps extends StackProps {
+  readonly resources: StepResources;
+}
+
+export class LmSftStack extends Stack {
+  readonly stateMachine: sfn.StateMachine;
+
+  constructor(scope: Construct, id: string, props: LmSftStackProps) {
+    super(scope, id, props);
+    const { resources } = props;
+    const steps: StepScope = { pipeline: LM_SFT_PIPELINE, resources };
+    const job = new BatchJob(this, 'Train', {
+      job: 'lm',
+      command: ['python3', 'train_main.py'],
+      gpus: 1,
+      vcpus: 4,
+      timeout: Duration.hours(8),
+      resources,
+    });
+    const train = step(this, 'train', {
+      run: runJob(job, steps),
+      inputs: {
+        'run.$': '$.config.run',
+        'seed.$': '$.config.seed',
+        'model.$': '$.config.model',
+        'arithmetic.$': '$.config.arithmetic',
+        'base.$': '$.config.base',
+        'finetune.$': '$.config.finetune',
+        'checkpoints_uri.$': `States.Format('s3://${resources.bucket.bucketName}/checkpoints/{}/', $.config.run)`,
+      },
+      resultPath: '$.steps.train',
+      // Cached: rerunning the same config re-uploads nothing, so it starts no evaluation.
+      cache: { scope: steps },
+    });
+    const output = new sfn.Pass(this, 'Output', { parameters: { 'run.$': '$.config.run', 'train.$': '$.steps.train' } });
+    const machine = new PipelineStateMachine(this, 'Pipeline', {
+      pipeline: LM_SFT_PIPELINE,
+      definition: train.next(output),
+      resources,
+      timeout: Duration.hours(12),
+    });
+    this.stateMachine = machine.stateMachine;
+  }
+}
