@@ -8,9 +8,12 @@
  * - Self-play: NN-vs-NN match games per second (the match Lambda's code, one core), the trainer's
  *   environment steps per second and seconds per generation at each size, and the fully cached
  *   rerun of the smoke league against its cold run (about ten minutes; skip with --skip-league).
+ * - Evaluate every checkpoint, at the producer's test size: executions started against distinct
+ *   checkpoints under repeated events, eval jobs of a one-benchmark backfill against the
+ *   checkpoint count, eval throughput, and upload-to-execution latency.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LocalRuntime } from '#infra/local/runtime.ts';
@@ -22,6 +25,15 @@ import { loadOnnxPolicy } from '#shared/clients/onnx.ts';
 import { playMatch } from '#shared/match.ts';
 import { SELFPLAY_SIZES, SelfPlayConfig } from '#pipelines/selfplay/config.ts';
 import { SELFPLAY_PIPELINE } from '#pipelines/selfplay/stack.ts';
+import { EVALS_PIPELINE } from '#pipelines/evals/stack.ts';
+import { LM_SFT_PIPELINE } from '#pipelines/lm-sft/stack.ts';
+import { LM_SFT_SIZES, LmSftConfig } from '#pipelines/lm-sft/config.ts';
+import { pipelineNamed } from '#infra/cli/config.ts';
+import { backfill } from '#infra/cli/benchmarks.ts';
+import type { ExecutionRecord } from '#infra/local/runtime.ts';
+import { registerBenchmark, setGuardSettings } from '#shared/benchmarks.ts';
+import { s3Client } from '#shared/clients/aws.ts';
+import { HeadObjectCommand } from '@aws-sdk/client-s3';
 import { CHAIN_LENGTH, CHAIN_PIPELINE } from './chain-stack.ts';
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -204,6 +216,76 @@ async function leagueRerun(): Promise<void> {
   }
 }
 
+async function evaluations(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'fp-bench-evals-'));
+  const data = join(dir, 'benchmarks');
+  const made = spawnSync(python, [join(REPO_ROOT, 'batch-jobs/lm/make_benchmarks.py'), data, '--rows', '300'], { encoding: 'utf8' });
+  if (made.status !== 0) throw new Error(`make_benchmarks.py failed: ${made.stderr}`);
+  const runtime = await LocalRuntime.start({ dataDir: join(dir, 'data'), pipelines: [pipelineNamed(EVALS_PIPELINE), pipelineNamed(LM_SFT_PIPELINE)] });
+  const where = { table: runtime.resources.tables[0]!, bucket: runtime.resources.buckets[0]! };
+  try {
+    for (const [name, scorer] of [['arithmetic', 'exact-number'], ['reversal', 'exact-string']] as const) {
+      await registerBenchmark(where, { name, scorer, sampleSize: 100, data: readFileSync(join(data, `${name}.jsonl`), 'utf8') });
+    }
+    await setGuardSettings(where, { target: 'arithmetic', guard: 'reversal', marginPoints: 2 });
+    // Upload-to-execution latency: from the manifest's PUT (the objectCreated event) to the run's start.
+    const uploaded = new Map<string, number>();
+    const latencies: number[] = [];
+    const evalRecords: ExecutionRecord[] = [];
+    runtime.on('objectCreated', (e: { detail: { object: { key: string } } }) => uploaded.set(e.detail.object.key, performance.now()));
+    runtime.on('stateEntered', ({ state, executionArn }: { state: string; executionArn: string }) => {
+      if (state !== 'Started by upload?') return;
+      const record = runtime.executionRecord(executionArn);
+      const key = (record?.input as { trigger?: { key: string } } | undefined)?.trigger?.key;
+      if (key && uploaded.has(key)) latencies.push(performance.now() - uploaded.get(key)!);
+    });
+    runtime.on('executionDone', (r: ExecutionRecord) => { if (r.pipeline === EVALS_PIPELINE) evalRecords.push(r); });
+    const config = LmSftConfig.parse(LM_SFT_SIZES.test);
+    const producer = await runtime.startExecution(LM_SFT_PIPELINE, { config }).done;
+    await runtime.idle();
+    if (producer.status !== 'SUCCEEDED') throw new Error(`producer ${producer.status}: ${producer.cause}`);
+    const checkpoints = (producer.output as { train: { checkpoints: unknown[] } }).train.checkpoints.length;
+    // Every manifest's event delivered three more times: no new execution.
+    const manifests = [...uploaded.keys()].filter((k) => k.endsWith('/manifest.json'));
+    const before = evalRecords.length;
+    for (const key of manifests) {
+      const head = await s3Client().send(new HeadObjectCommand({ Bucket: where.bucket, Key: key }));
+      const event = { id: `bench-${key}`, time: new Date().toISOString(), detail: { bucket: { name: where.bucket }, object: { key, etag: head.ETag!.replaceAll('"', ''), size: head.ContentLength!, 'version-id': head.VersionId } }, source: 'aws.s3', 'detail-type': 'Object Created' };
+      for (let i = 0; i < 3; i++) await runtime.deliverEvent(event);
+    }
+    await runtime.idle();
+    const jobsBefore = runtime.counters().batchJobs;
+    await registerBenchmark(where, { name: 'arithmetic-small', scorer: 'exact-number', sampleSize: 50, data: readFileSync(join(data, 'arithmetic.jsonl'), 'utf8') });
+    const summary = await backfill(config.run, undefined, { target: 'local' }, { out: () => {}, err: (l) => console.error(l) }, runtime);
+    // Samples per second of the eval job's generation and scoring (one thread, CPU), per benchmark.
+    const rates = new Map<string, number[]>();
+    for (const r of evalRecords.slice(0, before)) {
+      for (const item of (r.output as { results: { ok: boolean; value?: { benchmark: string; samplesPerSecond: number } }[] }).results) {
+        if (item.ok && item.value) rates.set(item.value.benchmark, [...(rates.get(item.value.benchmark) ?? []), item.value.samplesPerSecond]);
+      }
+    }
+    const samplesPerSecond = Object.fromEntries([...rates].map(([b, xs]) => [b, median(xs)]));
+    figures.evaluations = {
+      checkpoints,
+      evalExecutions: before,
+      executionsAfterRepeatedEvents: evalRecords.length,
+      repeatedDeliveries: manifests.length * 3,
+      backfillEvalJobs: runtime.counters().batchJobs - jobsBefore,
+      backfill: summary,
+      uploadToExecutionMs: { median: median(latencies), max: Math.max(...latencies), runs: latencies.length },
+      evalSamplesPerSecond: samplesPerSecond,
+    };
+    console.log(
+      `evaluations: ${checkpoints} checkpoints uploaded -> ${before} executions; after ${manifests.length * 3} repeated deliveries: ${evalRecords.length}; ` +
+        `backfill of one new benchmark: ${runtime.counters().batchJobs - jobsBefore} eval jobs for ${summary.checkpoints} checkpoints; upload-to-execution ${median(latencies).toFixed(0)} ms median`,
+    );
+    console.log(`eval throughput (median samples/s, one thread): ${Object.entries(samplesPerSecond).map(([b, x]) => `${b} ${x.toFixed(0)}`).join(', ')}`);
+  } finally {
+    await runtime.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 const policyDir = mkdtempSync(join(tmpdir(), 'fp-bench-policies-'));
 trainerSpeed(policyDir);
 await matchSpeed(policyDir);
@@ -211,6 +293,7 @@ rmSync(policyDir, { recursive: true, force: true });
 eloFit();
 await transitionOverhead();
 await cachedRerun();
+await evaluations();
 cdkSynth();
 if (!process.argv.includes('--skip-league')) await leagueRerun();
 writeFileSync(join(REPO_ROOT, 'bench', 'results.json'), `${JSON.stringify(figures, null, 2)}\n`);

@@ -179,7 +179,7 @@ export class EvalsStack extends Stack {
           resultPath: '$.artifact',
         });
         const result = new sfn.Pass(s, 'Result', {
-          parameters: { 'benchmark.$': '$.benchmark.name', 'metrics.$': '$.metrics', 'artifact.$': '$.artifact' },
+          parameters: { 'benchmark.$': '$.benchmark.name', 'metrics.$': '$.metrics', 'samplesPerSecond.$': '$.eval.samples_per_second', 'artifact.$': '$.artifact' },
           resultPath: '$.result',
         });
         return run.next(metrics).next(publish).next(result);

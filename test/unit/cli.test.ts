@@ -27,7 +27,7 @@ describe('cli: errors', () => {
   it('an unknown pipeline names it and lists the known ones', async () => {
     const c = capture();
     assert.equal(await main(['run', 'nope'], c.io), 1);
-    assert.match(c.text(), /unknown pipeline "nope"; known pipelines: selfplay, probe/);
+    assert.match(c.text(), /unknown pipeline "nope"; known pipelines: selfplay, evals, lm-sft, probe/);
   });
 
   it('a config that fails its schema names the field and the value', async () => {
@@ -41,7 +41,7 @@ describe('cli: errors', () => {
   it('a named size is the base config; an unknown size lists the known ones', async () => {
     const selfplay = pipelineNamed('selfplay');
     assert.equal(pipelineNamed(undefined), selfplay);
-    assert.equal(resolveConfig(selfplay, { size: 'test' }).generations, 2);
+    assert.equal(resolveConfig(selfplay, { size: 'test' }).generations, 3);
     assert.equal(resolveConfig(selfplay, { size: 'local', config: '{"generations":3}' }).generations, 3);
     assert.throws(() => resolveConfig(selfplay, { size: 'huge' }), /--size: is not a size of selfplay \(sizes: smoke, full, test, local\) \(got "huge"\)/);
     const c = capture();
