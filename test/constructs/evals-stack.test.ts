@@ -1,0 +1,57 @@
+/**
+ * The evals and lm-sft stacks as synthesized: the trigger on every checkpoint manifest with the
+ * content identity, the eval job on the GPU queue keyed by content (not location), the producer.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { Template } from 'aws-cdk-lib/assertions';
+import type { Stack } from 'aws-cdk-lib';
+import { buildApp } from '#infra/build-app.ts';
+import { pipelineNamed } from '#infra/cli/config.ts';
+import { EVALS_PIPELINE } from '#pipelines/evals/stack.ts';
+import { LM_SFT_PIPELINE } from '#pipelines/lm-sft/stack.ts';
+import { TRIGGER_IDENTITY_ENV } from '#shared/trigger.ts';
+
+type State = { Type: string; Parameters?: Record<string, unknown>; [key: string]: unknown };
+
+function definition(template: Template): { States: Record<string, State> } {
+  const [machine] = Object.values(template.findResources('AWS::StepFunctions::StateMachine')) as { Properties: { DefinitionString: unknown } }[];
+  const parts = (machine!.Properties.DefinitionString as { 'Fn::Join': [string, unknown[]] })['Fn::Join'][1];
+  return JSON.parse(parts.map((p) => (typeof p === 'string' ? p : 'TOKEN')).join('')) as { States: Record<string, State> };
+}
+
+describe('evals and lm-sft stacks', () => {
+  const { app } = buildApp({ skipBundling: true, fastSynth: true, nag: false, pipelines: [pipelineNamed(EVALS_PIPELINE), pipelineNamed(LM_SFT_PIPELINE)] });
+  const evals = Template.fromStack(app.node.findChild('EvalsEveryCheckpoint') as Stack);
+  const producer = Template.fromStack(app.node.findChild('LmSft') as Stack);
+
+  it('starts on every checkpoint manifest, naming runs by content', () => {
+    const [rule] = Object.values(evals.findResources('AWS::Events::Rule')) as { Properties: { EventPattern: { detail: { object: { key: unknown[] } } } } }[];
+    assert.deepEqual(rule!.Properties.EventPattern.detail.object.key, [{ wildcard: 'checkpoints/*/*/manifest.json' }]);
+    const functions = Object.values(evals.findResources('AWS::Lambda::Function')) as { Properties: { Environment?: { Variables?: Record<string, string> } } }[];
+    assert.ok(functions.some((f) => f.Properties.Environment?.Variables?.[TRIGGER_IDENTITY_ENV] === 'content'));
+  });
+
+  it('runs one GPU eval job per benchmark, cached by the checkpoint content hash, given the location outside the key', () => {
+    const [job] = Object.values(evals.findResources('AWS::Batch::JobDefinition')) as { Properties: { ContainerProperties: { Command: string[]; ResourceRequirements: { Type: string; Value: string }[] } } }[];
+    assert.deepEqual(job!.Properties.ContainerProperties.Command, ['python3', 'eval_main.py']);
+    assert.ok(job!.Properties.ContainerProperties.ResourceRequirements.some((r) => r.Type === 'GPU' && r.Value === '1'));
+    const map = definition(evals).States['evaluate: Items']!;
+    const states = JSON.stringify(map['ItemProcessor']);
+    const inner = (JSON.parse(states) as { States: Record<string, State> }).States;
+    const branch = (inner['evaluate: Item']!['Branches'] as { States: Record<string, State> }[])[0]!.States;
+    const inputs = branch['eval: Inputs']!.Parameters!['in'] as Record<string, unknown>;
+    assert.equal(inputs['checkpoint.$'], '$.checkpoint.contentHash');
+    assert.doesNotMatch(JSON.stringify(inputs), /uri/i);
+    const spec = branch['eval: Job spec']!.Parameters as { checkpoint: Record<string, string> };
+    assert.equal(spec.checkpoint['uri.$'], '$.checkpoint.uri');
+    assert.ok(branch['eval: Cache lookup'], 'cached');
+  });
+
+  it('the producer trains on the GPU queue and writes under checkpoints/<run>/', () => {
+    const [job] = Object.values(producer.findResources('AWS::Batch::JobDefinition')) as { Properties: { ContainerProperties: { Command: string[] } } }[];
+    assert.deepEqual(job!.Properties.ContainerProperties.Command, ['python3', 'train_main.py']);
+    const inputs = definition(producer).States['train: Inputs']!.Parameters!['in'] as Record<string, string>;
+    assert.match(inputs['checkpoints_uri.$']!, /^States\.Format\('s3:\/\/TOKEN\/checkpoints\/\{\}\/', \$\.config\.run\)$/);
+  });
+});
