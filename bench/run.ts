@@ -25,6 +25,7 @@ import { loadOnnxPolicy } from '#shared/clients/onnx.ts';
 import { playMatch } from '#shared/match.ts';
 import { SELFPLAY_SIZES, SelfPlayConfig } from '#pipelines/selfplay/config.ts';
 import { SELFPLAY_PIPELINE } from '#pipelines/selfplay/stack.ts';
+import { newLeague, trainingGroups } from '#shared/league-doc.ts';
 import { EVALS_PIPELINE } from '#pipelines/evals/stack.ts';
 import { LM_SFT_PIPELINE } from '#pipelines/lm-sft/stack.ts';
 import { LM_SFT_SIZES, LmSftConfig } from '#pipelines/lm-sft/config.ts';
@@ -146,17 +147,21 @@ async function matchSpeed(policyDir: string): Promise<void> {
   // The real architecture (126-256-256-7, untrained weights), as the match Lambda loads it.
   const a = await loadOnnxPolicy(join(policyDir, 'policy-1.onnx'), { name: 'a' });
   const b = await loadOnnxPolicy(join(policyDir, 'policy-2.onnx'), { name: 'b' });
-  const rows: Record<string, { gamesPerSecond: number; seconds400: number }> = {};
+  const rows: Record<string, { gamesPerSecond: number; seconds400: number; pliesPerGame: number }> = {};
   for (const mode of ['sample', 'greedy'] as const) {
     await playMatch({ a, b, games: 400, seed: 0, mode }); // warm-up
     const times: number[] = [];
+    let plies = 0;
     for (let i = 1; i <= 7; i++) {
       const t0 = performance.now();
-      await playMatch({ a, b, games: 400, seed: i, mode });
+      plies += (await playMatch({ a, b, games: 400, seed: i, mode })).plies;
       times.push((performance.now() - t0) / 1000);
     }
-    rows[mode] = { gamesPerSecond: 400 / median(times), seconds400: median(times) };
-    console.log(`match, NN vs NN (126-256-256-7), ${mode}: ${(400 / median(times)).toFixed(0)} games/s, 400 games in ${median(times).toFixed(3)} s (goal >= 1,000 games/s)`);
+    rows[mode] = { gamesPerSecond: 400 / median(times), seconds400: median(times), pliesPerGame: plies / (7 * 400) };
+    console.log(
+      `match, NN vs NN (126-256-256-7, untrained), ${mode}: ${(400 / median(times)).toFixed(0)} games/s, 400 games in ${median(times).toFixed(3)} s, ` +
+        `${(plies / (7 * 400)).toFixed(1)} plies/game (goal >= 1,000 games/s)`,
+    );
   }
   figures.matchGamesPerSecond = { ...rows, goal: 1000 };
 }
@@ -166,7 +171,8 @@ function trainerSpeed(policyDir: string): void {
   for (const size of ['smoke', 'full'] as const) {
     const config = SelfPlayConfig.parse(SELFPLAY_SIZES[size]);
     const iterations = 3;
-    const run = spawnSync(python, [join(REPO_ROOT, 'bench', 'selfplay_bench.py'), policyDir, String(config.gamesPerIteration), String(iterations)], {
+    const fields = { games_per_iteration: config.gamesPerIteration, iterations, ppo: config.ppo, opponent_groups: trainingGroups(newLeague().opponents) };
+    const run = spawnSync(python, [join(REPO_ROOT, 'bench', 'selfplay_bench.py'), policyDir, JSON.stringify(fields)], {
       encoding: 'utf8',
       env: { ...process.env, OMP_NUM_THREADS: '1', PYTHONDONTWRITEBYTECODE: '1' },
     });
@@ -246,7 +252,7 @@ async function evaluations(): Promise<void> {
     if (producer.status !== 'SUCCEEDED') throw new Error(`producer ${producer.status}: ${producer.cause}`);
     const checkpoints = (producer.output as { train: { checkpoints: unknown[] } }).train.checkpoints.length;
     // Every manifest's event delivered three more times: no new execution.
-    const manifests = [...uploaded.keys()].filter((k) => k.endsWith('/manifest.json'));
+    const manifests = [...uploaded.keys()].filter((k) => k.startsWith('checkpoints/') && k.endsWith('/manifest.json'));
     const before = evalRecords.length;
     for (const key of manifests) {
       const head = await s3Client().send(new HeadObjectCommand({ Bucket: where.bucket, Key: key }));
@@ -254,6 +260,7 @@ async function evaluations(): Promise<void> {
       for (let i = 0; i < 3; i++) await runtime.deliverEvent(event);
     }
     await runtime.idle();
+    const afterRepeats = evalRecords.length;
     const jobsBefore = runtime.counters().batchJobs;
     await registerBenchmark(where, { name: 'arithmetic-small', scorer: 'exact-number', sampleSize: 50, data: readFileSync(join(data, 'arithmetic.jsonl'), 'utf8') });
     const summary = await backfill(config.run, undefined, { target: 'local' }, { out: () => {}, err: (l) => console.error(l) }, runtime);
@@ -268,7 +275,7 @@ async function evaluations(): Promise<void> {
     figures.evaluations = {
       checkpoints,
       evalExecutions: before,
-      executionsAfterRepeatedEvents: evalRecords.length,
+      executionsAfterRepeatedEvents: afterRepeats,
       repeatedDeliveries: manifests.length * 3,
       backfillEvalJobs: runtime.counters().batchJobs - jobsBefore,
       backfill: summary,
@@ -276,7 +283,7 @@ async function evaluations(): Promise<void> {
       evalSamplesPerSecond: samplesPerSecond,
     };
     console.log(
-      `evaluations: ${checkpoints} checkpoints uploaded -> ${before} executions; after ${manifests.length * 3} repeated deliveries: ${evalRecords.length}; ` +
+      `evaluations: ${checkpoints} checkpoints uploaded -> ${before} executions; after ${manifests.length * 3} repeated deliveries: ${afterRepeats}; ` +
         `backfill of one new benchmark: ${runtime.counters().batchJobs - jobsBefore} eval jobs for ${summary.checkpoints} checkpoints; upload-to-execution ${median(latencies).toFixed(0)} ms median`,
     );
     console.log(`eval throughput (median samples/s, one thread): ${Object.entries(samplesPerSecond).map(([b, x]) => `${b} ${x.toFixed(0)}`).join(', ')}`);

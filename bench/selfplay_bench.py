@@ -2,7 +2,8 @@
 iteration at a size's games per iteration, one torch thread, CPU; and two exported ONNX policies
 (the real 126-256-256 network) for the match benchmark.
 
-Usage: python3 selfplay_bench.py OUT_DIR GAMES_PER_ITERATION ITERATIONS
+Usage: python3 selfplay_bench.py OUT_DIR TRAIN_CONFIG_JSON
+(TrainConfig's fields: the league's first-generation groups and a size's games, iterations, ppo.)
 Prints one JSON line.
 """
 import json
@@ -22,14 +23,12 @@ from trainer import TrainConfig, train  # noqa: E402
 
 
 def main() -> None:
-    out_dir, games, iterations = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    out_dir, fields = sys.argv[1], json.loads(sys.argv[2])
     for seed in (1, 2):
         torch.manual_seed(seed)
         export_onnx(PolicyNet(PolicyConfig()), os.path.join(out_dir, f"policy-{seed}.onnx"))
-    config = TrainConfig.from_dict({
-        "games_per_iteration": games, "iterations": iterations, "seed": 0,
-        "opponent_groups": [["tactical"], ["random"], ["self"]], "checkpoint_every": 10_000,
-    })
+    config = TrainConfig.from_dict({**fields, "seed": 0, "checkpoint_every": 10_000})
+    games, iterations = config.games_per_iteration, config.iterations
     started = time.perf_counter()
     result = train(config)
     seconds = time.perf_counter() - started

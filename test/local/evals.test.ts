@@ -24,10 +24,12 @@ import { parseS3Uri } from '#shared/s3uri.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { LM_SFT_SIZES, LmSftConfig } from '#pipelines/lm-sft/config.ts';
 import { EVALS_PIPELINE } from '#pipelines/evals/stack.ts';
+import { EvalsConfig } from '#pipelines/evals/config.ts';
 import { LM_SFT_PIPELINE } from '#pipelines/lm-sft/stack.ts';
 import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
 
 const python = '/usr/bin/python3';
+const EVALS_CLI = EvalsConfig.parse({});
 const config = LmSftConfig.parse(LM_SFT_SIZES.test);
 const checkpointSteps = [0, ...Array.from({ length: config.finetune.steps / config.finetune.checkpoint_every }, (_, i) => (i + 1) * config.finetune.checkpoint_every)];
 
@@ -196,6 +198,14 @@ torch.save({"w": Boom()}, sys.argv[1])`, join(dataDir, 'model.pt')], { encoding:
     assert.match(JSON.stringify(failures.get(9003)), /CheckpointRefused/);
     assert.equal(spawnSync('test', ['-e', marker]).status, 1, 'the pickle never ran');
     assert.ok(board.results.every((r) => r.step < 9000), 'failed pairs are not results');
+
+    // The file repaired, a rerun computes exactly the pairs that failed.
+    await copy(9002, ['model.safetensors']);
+    const jobs = runtime.counters().batchJobs;
+    const rerun = await runtime.startExecution(EVALS_PIPELINE, { config: { ...EVALS_CLI, checkpoint: `s3://${where().bucket}/${base}/9002/manifest.json` } }).done;
+    assert.equal(rerun.status, 'SUCCEEDED', rerun.cause);
+    assert.equal(runtime.counters().batchJobs - jobs, 3, 'the three benchmarks of the repaired checkpoint, nothing else');
+    assert.ok((rerun.output as { results: { ok: boolean }[] }).results.every((r) => r.ok));
     void weights;
   });
 });
