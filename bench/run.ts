@@ -8,6 +8,7 @@
  * - Self-play: NN-vs-NN match games per second (the match Lambda's code, one core), the trainer's
  *   environment steps per second and seconds per generation at each size, and the fully cached
  *   rerun of the smoke league against its cold run (about ten minutes; skip with --skip-league).
+ * - The molecule pool: the default pool's size and build time (RDKit's WebAssembly build).
  * - Evaluate every checkpoint, at the producer's test size: executions started against distinct
  *   checkpoints under repeated events, eval jobs of a one-benchmark backfill against the
  *   checkpoint count, eval throughput, and upload-to-execution latency.
@@ -36,6 +37,7 @@ import { registerBenchmark, setGuardSettings } from '#shared/benchmarks.ts';
 import { s3Client } from '#shared/clients/aws.ts';
 import { HeadObjectCommand } from '@aws-sdk/client-s3';
 import { CHAIN_LENGTH, CHAIN_PIPELINE } from './chain-stack.ts';
+import { measurePool } from './pool.ts';
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const figures: Record<string, unknown> = {
@@ -298,6 +300,9 @@ trainerSpeed(policyDir);
 await matchSpeed(policyDir);
 rmSync(policyDir, { recursive: true, force: true });
 eloFit();
+const pool = await measurePool();
+figures.moleculePool = pool;
+console.log(`molecule pool (RDKit WebAssembly, one core): ${pool.molecules} molecules from ${pool.candidates} candidates in ${pool.seconds.toFixed(1)} s; skipped ${JSON.stringify(pool.skipped)}`);
 await transitionOverhead();
 await cachedRerun();
 await evaluations();
