@@ -10,9 +10,9 @@ $SUDO apt-get update -qq
 # python3 + python3-boto3 + python3-numpy + python3-torch: Batch jobs run locally as child
 # processes, reach S3 with boto3, train with PyTorch (1.13 on CPU here). python3-onnx: tests
 # build the small ONNX models they need. chromium: the browser tests (driven by
-# playwright-core, no browser download).
+# playwright-core, no browser download). xtb: the molecular oracle (GFN2-xTB).
 $SUDO apt-get install -y -qq --no-install-recommends \
-  python3 python3-boto3 python3-numpy python3-torch python3-onnx chromium > /dev/null
+  python3 python3-boto3 python3-numpy python3-torch python3-onnx chromium xtb > /dev/null
 
 # allowScripts in package.json keeps onnxruntime-node's postinstall from downloading;
 # patch-package applies patches/ to the local Step Functions engine.

@@ -1,0 +1,63 @@
+/**
+ * The oracle's single-molecule measurement against the real xtb (Debian's package): a known gap,
+ * the bond-graph check that catches optimisations that change the molecule, and the failures a
+ * run records instead of crashing (timeout, xtb error) or names (xtb missing).
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { bondChanges, bondsFromCoordinates, measureGap, startGeometry, XtbMissingError, type Atom } from '#shared/chem/xtb.ts';
+
+describe('xtb oracle, one molecule', () => {
+  it('measures phenol: GFN2-xTB gap after optimisation near 4.35 eV, the same on a rerun', async () => {
+    const first = await measureGap('c1ccc(O)cc1');
+    assert.ok(first.ok, JSON.stringify(first));
+    assert.ok(Math.abs(first.gap - 4.35) < 0.05, `gap ${first.gap}`);
+    const again = await measureGap('c1ccc(O)cc1');
+    assert.ok(again.ok && Math.abs(again.gap - first.gap) < 1e-6);
+  });
+
+  it('starts from RDKit 2D coordinates with explicit hydrogens, lifted out of plane by a seeded offset', async () => {
+    const a = await startGeometry('c1ccc(O)cc1', 1);
+    const b = await startGeometry('c1ccc(O)cc1', 1);
+    const c = await startGeometry('c1ccc(O)cc1', 2);
+    assert.equal(a.atoms.length, 13);
+    assert.equal(a.atoms.filter((x) => x.element === 'H').length, 6);
+    assert.equal(a.bonds.length, 13);
+    assert.deepEqual(a, b);
+    assert.notDeepEqual(a.atoms.map((x) => x.z), c.atoms.map((x) => x.z));
+    assert.ok(a.atoms.every((x) => Math.abs(x.z) <= 0.15));
+  });
+
+  it('finds the bonds an optimisation made or broke', () => {
+    const water: Atom[] = [
+      { element: 'O', x: 0, y: 0, z: 0 },
+      { element: 'H', x: 0.96, y: 0, z: 0 },
+      { element: 'H', x: -0.24, y: 0.93, z: 0 },
+    ];
+    const expected = bondsFromCoordinates(water);
+    assert.deepEqual(expected, [[0, 1], [0, 2]]);
+    const lost = water.map((a, i) => (i === 2 ? { ...a, x: -3, y: 3 } : a));
+    assert.deepEqual(bondChanges(expected, bondsFromCoordinates(lost)), { made: [], broken: [[0, 2]] });
+    const hh = water.map((a, i) => (i === 2 ? { ...a, x: 0.96, y: 0.6 } : a));
+    assert.deepEqual(bondChanges(expected, bondsFromCoordinates(hh)).made, [[1, 2]]);
+  });
+
+  it('records a timeout or an xtb failure for the molecule instead of throwing', async () => {
+    const slow = await measureGap('c1ccc2ccccc2c1', { timeoutMs: 1 });
+    assert.equal(slow.ok, false);
+    assert.match(!slow.ok ? slow.reason : '', /^timeout after 1 ms$/);
+    assert.equal(slow.attempts, 1);
+    const failing = await measureGap('c1ccccc1', { command: 'false' });
+    assert.equal(failing.ok, false);
+    assert.match(!failing.ok ? failing.reason : '', /^xtb exited 1/);
+    assert.equal(failing.attempts, 2, 'retried once from another start');
+  });
+
+  it('names the Debian package when xtb is missing', async () => {
+    await assert.rejects(measureGap('c1ccccc1', { command: 'xtb-not-installed' }), (error: unknown) => {
+      assert.ok(error instanceof XtbMissingError);
+      assert.match(error.message, /install Debian's xtb package \(apt-get install xtb\)/);
+      return true;
+    });
+  });
+});
