@@ -45,6 +45,15 @@ const figures: Record<string, unknown> = {
   machine: { cores: availableParallelism(), cpu: cpus()[0]?.model, node: process.version },
 };
 
+/** A cold run and its fully cached rerun: both records, their seconds and the rerun's share of the cold time. */
+async function coldAndRerun(runtime: LocalRuntime, pipeline: string, input: unknown) {
+  const cold = await runtime.startExecution(pipeline, input).done;
+  const warm = await runtime.startExecution(pipeline, input).done;
+  if (cold.status !== 'SUCCEEDED' || warm.status !== 'SUCCEEDED') throw new Error(`${pipeline} runs: ${cold.status} ${cold.cause ?? ''}, ${warm.status}`);
+  const seconds = (r: ExecutionRecord) => (Date.parse(r.stopDate!) - Date.parse(r.startDate)) / 1000;
+  return { cold, warm, coldSeconds: seconds(cold), rerunSeconds: seconds(warm), ratio: seconds(warm) / seconds(cold) };
+}
+
 async function transitionOverhead(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'fp-bench-chain-'));
   const runtime = await LocalRuntime.start({ dataDir: dir, pipelines: [CHAIN_PIPELINE] });
@@ -71,14 +80,10 @@ async function cachedRerun(): Promise<void> {
   const probe = PIPELINES.find((p) => p.name === 'probe')!;
   const input = { config: probe.config.parse(probe.smoke) };
   try {
-    const cold = await runtime.startExecution('probe', input).done;
-    const warm = await runtime.startExecution('probe', input).done;
-    const seconds = (r: typeof cold) => (Date.parse(r.stopDate!) - Date.parse(r.startDate)) / 1000;
-    if (cold.status !== 'SUCCEEDED' || warm.status !== 'SUCCEEDED') throw new Error(`probe runs: ${cold.status}, ${warm.status}`);
-    const ratio = seconds(warm) / seconds(cold);
+    const { cold, warm, coldSeconds, rerunSeconds, ratio } = await coldAndRerun(runtime, 'probe', input);
     figures.cachedRerun = {
-      coldSeconds: seconds(cold),
-      rerunSeconds: seconds(warm),
+      coldSeconds,
+      rerunSeconds,
       ratio,
       goal: 0.05,
       rerunLambdaInvocations: warm.stats.lambdaInvocations,
@@ -87,7 +92,7 @@ async function cachedRerun(): Promise<void> {
       coldBatchJobs: cold.stats.batchJobs,
     };
     console.log(
-      `probe: cold ${seconds(cold).toFixed(3)} s, fully cached rerun ${seconds(warm).toFixed(3)} s, ratio ${ratio.toFixed(4)} (goal <= 0.05); ` +
+      `probe: cold ${coldSeconds.toFixed(3)} s, fully cached rerun ${rerunSeconds.toFixed(3)} s, ratio ${ratio.toFixed(4)} (goal <= 0.05); ` +
         `rerun started ${warm.stats.lambdaInvocations} Lambda invocations and ${warm.stats.batchJobs} Batch jobs`,
     );
   } finally {
@@ -195,15 +200,11 @@ async function leagueRerun(): Promise<void> {
   const runtime = await LocalRuntime.start({ dataDir: dir, pipelines: [entry] });
   const input = { config: SelfPlayConfig.parse(SELFPLAY_SIZES.smoke) };
   try {
-    const cold = await runtime.startExecution(SELFPLAY_PIPELINE, input).done;
-    const warm = await runtime.startExecution(SELFPLAY_PIPELINE, input).done;
-    const seconds = (r: typeof cold) => (Date.parse(r.stopDate!) - Date.parse(r.startDate)) / 1000;
-    if (cold.status !== 'SUCCEEDED' || warm.status !== 'SUCCEEDED') throw new Error(`league runs: ${cold.status} ${cold.cause ?? ''}, ${warm.status}`);
+    const { cold, warm, coldSeconds, rerunSeconds, ratio } = await coldAndRerun(runtime, SELFPLAY_PIPELINE, input);
     const metrics = (cold.output as { metrics: Record<string, number | string> }).metrics;
-    const ratio = seconds(warm) / seconds(cold);
     figures.smokeLeague = {
-      coldSeconds: seconds(cold),
-      rerunSeconds: seconds(warm),
+      coldSeconds,
+      rerunSeconds,
       ratio,
       goal: 0.05,
       rerunBatchJobs: warm.stats.batchJobs,
@@ -211,7 +212,7 @@ async function leagueRerun(): Promise<void> {
       metrics,
     };
     console.log(
-      `smoke league: cold ${seconds(cold).toFixed(0)} s, fully cached rerun ${seconds(warm).toFixed(2)} s, ratio ${ratio.toFixed(4)} (goal <= 0.05); ` +
+      `smoke league: cold ${coldSeconds.toFixed(0)} s, fully cached rerun ${rerunSeconds.toFixed(2)} s, ratio ${ratio.toFixed(4)} (goal <= 0.05); ` +
         `rerun started ${warm.stats.batchJobs} Batch jobs and ${warm.stats.lambdaInvocations} Lambda invocations (league bookkeeping only)`,
     );
     console.log(

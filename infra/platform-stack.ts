@@ -16,7 +16,6 @@
  * Pipeline stacks receive `resources` and never create these things themselves.
  */
 import { CfnOutput, type CfnResource, Duration, RemovalPolicy, SecretValue, Stack, type StackProps } from 'aws-cdk-lib';
-import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
 import { HttpApi, HttpMethod, LogGroupLogDestination } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import * as batch from 'aws-cdk-lib/aws-batch';
@@ -33,6 +32,7 @@ import { ConfigError } from '#shared/errors.ts';
 import { ENV, TABLE_KEYS } from '#shared/table.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { PipelineFunction } from '#pipelines/steps/function.ts';
+import { httpAccessLogFormat } from '#pipelines/steps/access-log.ts';
 import { acknowledge } from './nag.ts';
 
 /** Context keys (cdk.json) that supply the defaults of the matching props. */
@@ -307,18 +307,7 @@ export class PlatformStack extends Stack {
       accessLogSettings: {
         destination: new LogGroupLogDestination(accessLogGroup),
         // $context.path carries no query string, so link signatures never reach the log.
-        format: AccessLogFormat.custom(
-          JSON.stringify({
-            requestId: '$context.requestId',
-            ip: '$context.identity.sourceIp',
-            requestTime: '$context.requestTime',
-            routeKey: '$context.routeKey',
-            path: '$context.path',
-            status: '$context.status',
-            responseLength: '$context.responseLength',
-            integrationError: '$context.integrationErrorMessage',
-          }),
-        ),
+        format: httpAccessLogFormat(),
       },
     });
     httpApi.addRoutes({

@@ -12,7 +12,7 @@ import { ArtifactVersionExists, NotFoundError } from './errors.ts';
 import { parseOrThrow } from './schema.ts';
 import { canonicalJson, sha256Hex } from './json.ts';
 import { parseS3Uri, s3Uri, type S3Location } from './s3uri.ts';
-import { artifactCounterKey, artifactDirectoryKey, artifactVersionKey } from './table.ts';
+import { artifactCounterKey, artifactDirectoryKey, artifactVersionKey, withoutKeys } from './table.ts';
 
 export const ARTIFACT_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
 
@@ -218,6 +218,5 @@ export function copySource(source: S3Location, versionId?: string): string {
 }
 
 function stripKeys(item: Record<string, unknown>): ArtifactVersion {
-  const { pk: _pk, sk: _sk, ...rest } = item;
-  return rest as unknown as ArtifactVersion;
+  return withoutKeys(item) as unknown as ArtifactVersion;
 }

@@ -15,7 +15,7 @@ import { dynamoClient, s3Client } from './clients/aws.ts';
 import { ConfigError, errorName } from './errors.ts';
 import { sha256Hex } from './json.ts';
 import { parseOrThrow } from './schema.ts';
-import { benchmarkKey, benchmarkVersionKey } from './table.ts';
+import { benchmarkKey, benchmarkVersionKey, withoutKeys } from './table.ts';
 
 export const SCORERS = ['exact-number', 'exact-string', 'multiple-choice'] as const;
 export const BENCHMARK_NAME = /^[a-z0-9][a-z0-9-]{0,40}$/;
@@ -67,17 +67,12 @@ export async function listBenchmarks(where: Pick<RegistryLocation, 'table'>): Pr
   const out = await dynamoClient().send(
     new QueryCommand({ TableName: where.table, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': 'BENCHMARKS' }, ConsistentRead: true }),
   );
-  return (out.Items ?? []).map((item) => parseOrThrow(BenchmarkEntry, strip(item), `benchmark ${String(item.sk)}`));
+  return (out.Items ?? []).map((item) => parseOrThrow(BenchmarkEntry, withoutKeys(item), `benchmark ${String(item.sk)}`));
 }
 
 export async function getBenchmark(where: Pick<RegistryLocation, 'table'>, name: string): Promise<BenchmarkEntry | undefined> {
   const out = await dynamoClient().send(new GetCommand({ TableName: where.table, Key: benchmarkKey(name), ConsistentRead: true }));
-  return out.Item ? parseOrThrow(BenchmarkEntry, strip(out.Item), `benchmark ${name}`) : undefined;
-}
-
-function strip(item: Record<string, unknown>): Record<string, unknown> {
-  const { pk: _pk, sk: _sk, ...rest } = item;
-  return rest;
+  return out.Item ? parseOrThrow(BenchmarkEntry, withoutKeys(out.Item), `benchmark ${name}`) : undefined;
 }
 
 export interface RegisterRequest {

@@ -3,23 +3,15 @@
  * the same league twice writes the same key with the same bytes, so a retried Lambda or a rerun
  * changes nothing; reading checks the document against its schema and its name.
  */
-import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
-import { s3Client } from './clients/aws.ts';
+import { PutObjectCommand } from '@aws-sdk/client-s3';
+import { readObjectBytes, s3Client } from './clients/aws.ts';
 import { ConfigError } from './errors.ts';
 import { canonicalJson, sha256Hex } from './json.ts';
 import { LeagueDoc } from './league-doc.ts';
-import { parseS3Uri } from './s3uri.ts';
 import { parseOrThrow } from './schema.ts';
 
-export async function readBytes(uri: string, field: string): Promise<Buffer> {
-  const out = await s3Client().send(new GetObjectCommand(parseS3Uri(uri, field)));
-  const chunks: Uint8Array[] = [];
-  for await (const chunk of out.Body as AsyncIterable<Uint8Array>) chunks.push(chunk);
-  return Buffer.concat(chunks);
-}
-
 export async function readLeague(uri: string, field = 'leagueUri'): Promise<LeagueDoc> {
-  const bytes = await readBytes(uri, field);
+  const bytes = await readObjectBytes(uri, field);
   const name = /([0-9a-f]{64})\.json$/.exec(uri)?.[1];
   if (name && sha256Hex(bytes) !== name) throw new ConfigError(field, uri, 'the league document does not match the hash in its name');
   let parsed: unknown;

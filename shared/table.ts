@@ -14,6 +14,12 @@
  */
 export const TABLE_KEYS = { partitionKey: 'pk', sortKey: 'sk', ttlAttribute: 'expiresAt' } as const;
 
+/** An item's attributes without its table keys. */
+export function withoutKeys(item: Record<string, unknown>): Record<string, unknown> {
+  const { pk: _pk, sk: _sk, ...rest } = item;
+  return rest;
+}
+
 export const cacheKeyOf = (step: string, key: string) => ({ pk: `CACHE#${step}`, sk: key });
 export const artifactVersionKey = (name: string, version: number) => ({
   pk: `ARTIFACT#${name}`,

@@ -23,7 +23,6 @@ import type { Io } from './output.ts';
 import { deployedStateMachine } from './run-aws.ts';
 
 import { EVALS_PIPELINE } from '#pipelines/evals/stack.ts';
-export { EVALS_PIPELINE };
 
 export interface RegistryOptions {
   readonly target: 'local' | 'aws';

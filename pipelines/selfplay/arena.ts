@@ -17,7 +17,6 @@
  * One Arena per stack: the outputs have fixed names.
  */
 import { Aws, CfnOutput, Duration, Fn, RemovalPolicy, Stack, Token } from 'aws-cdk-lib';
-import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
 import { HttpApi, HttpMethod, LogGroupLogDestination } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpJwtAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
@@ -34,6 +33,7 @@ import { ConfigError } from '#shared/errors.ts';
 import { artifactVersionKey, ENV } from '#shared/table.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { PipelineFunction } from '#pipelines/steps/function.ts';
+import { httpAccessLogFormat } from '#pipelines/steps/access-log.ts';
 import { acknowledgeFindings, iam5Resource, type NagFinding } from '#pipelines/steps/nag-findings.ts';
 import type { StepResources } from '#pipelines/steps/resources.ts';
 
@@ -116,21 +116,8 @@ export class Arena extends Construct {
       throttle: { rateLimit: config.rateLimit, burstLimit: 2 * config.rateLimit },
       accessLogSettings: {
         destination: new LogGroupLogDestination(this.accessLogs),
-        format: AccessLogFormat.custom(
-          JSON.stringify({
-            requestId: '$context.requestId',
-            ip: '$context.identity.sourceIp',
-            requestTime: '$context.requestTime',
-            routeKey: '$context.routeKey',
-            path: '$context.path',
-            status: '$context.status',
-            responseLength: '$context.responseLength',
-            // Who played: the token's subject (empty on the public routes).
-            user: '$context.authorizer.claims.sub',
-            authorizerError: '$context.authorizer.error',
-            integrationError: '$context.integrationErrorMessage',
-          }),
-        ),
+        // Who played: the token's subject (empty on the public routes).
+        format: httpAccessLogFormat({ user: '$context.authorizer.claims.sub', authorizerError: '$context.authorizer.error' }),
       },
     });
     // The $default stage serves at the root of the endpoint, which has no trailing slash.

@@ -5,7 +5,8 @@
  */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { parseS3Uri } from '../s3uri.ts';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { SESv2Client } from '@aws-sdk/client-sesv2';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
@@ -28,6 +29,14 @@ export function s3Client(): S3Client {
   // (no dots), and is what loopback emulators serve.
   s3 ??= new S3Client({ forcePathStyle: true });
   return s3;
+}
+
+/** An object's whole body, by s3://bucket/key URI (`field` names the URI in errors). */
+export async function readObjectBytes(uri: string, field = 'uri'): Promise<Buffer> {
+  const out = await s3Client().send(new GetObjectCommand(parseS3Uri(uri, field)));
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of out.Body as AsyncIterable<Uint8Array>) chunks.push(chunk);
+  return Buffer.concat(chunks);
 }
 
 export function sfnClient(): SFNClient {

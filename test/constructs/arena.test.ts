@@ -11,10 +11,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { App, type Environment, Stack, type StackProps } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
-import { JobQueue } from 'aws-cdk-lib/aws-batch';
-import { TableV2 } from 'aws-cdk-lib/aws-dynamodb';
-import { Bucket } from 'aws-cdk-lib/aws-s3';
-import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import { z } from 'zod';
 import { ARENA_ENV, CHAMPION_ARTIFACT } from '#shared/arena.ts';
@@ -24,6 +20,7 @@ import type { StepResources } from '#pipelines/steps/resources.ts';
 import { Arena, ARENA_PUBLIC_CONTEXT, arenaPublicFromContext, type ArenaProps } from '#pipelines/selfplay/arena.ts';
 import { buildApp } from '#infra/build-app.ts';
 import type { PipelineEntry } from '#infra/registry.ts';
+import { minimalScope } from '../support/stacks.ts';
 
 const STACK_ID = 'ArenaTest';
 
@@ -247,19 +244,7 @@ describe('arenaPublicFromContext', () => {
 describe('Arena validation', () => {
   /** A stand-alone stack with imported stand-ins for the platform's resources. */
   function build(props: Omit<ArenaProps, 'resources'>): Arena {
-    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
-    const stack = new Stack(app, 'Minimal', { env: { account: '123456789012', region: 'us-east-1' } });
-    const resources: StepResources = {
-      bucket: Bucket.fromBucketName(stack, 'Bucket', 'pipelines-bucket'),
-      table: TableV2.fromTableName(stack, 'Table', 'pipelines-table'),
-      gpuQueue: JobQueue.fromJobQueueArn(stack, 'GpuQueue', 'arn:aws:batch:us-east-1:123456789012:job-queue/gpu'),
-      cpuQueue: JobQueue.fromJobQueueArn(stack, 'CpuQueue', 'arn:aws:batch:us-east-1:123456789012:job-queue/cpu'),
-      signingSecret: Secret.fromSecretNameV2(stack, 'Signing', 'approval-signing-key'),
-      anthropicSecret: Secret.fromSecretNameV2(stack, 'Anthropic', 'anthropic-api-key'),
-      senderEmail: 'pipelines@example.com',
-      approverEmail: 'approver@example.com',
-      approvalApiUrl: 'https://approvals.example.com',
-    };
+    const { stack, resources } = minimalScope();
     return new Arena(stack, 'Arena', { ...props, resources });
   }
 

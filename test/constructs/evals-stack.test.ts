@@ -11,14 +11,8 @@ import { pipelineNamed } from '#infra/cli/config.ts';
 import { EVALS_PIPELINE } from '#pipelines/evals/stack.ts';
 import { LM_SFT_PIPELINE } from '#pipelines/lm-sft/stack.ts';
 import { TRIGGER_IDENTITY_ENV } from '#shared/trigger.ts';
+import { definitionOf, type AslState } from '../support/stacks.ts';
 
-type State = { Type: string; Parameters?: Record<string, unknown>; [key: string]: unknown };
-
-function definition(template: Template): { States: Record<string, State> } {
-  const [machine] = Object.values(template.findResources('AWS::StepFunctions::StateMachine')) as { Properties: { DefinitionString: unknown } }[];
-  const parts = (machine!.Properties.DefinitionString as { 'Fn::Join': [string, unknown[]] })['Fn::Join'][1];
-  return JSON.parse(parts.map((p) => (typeof p === 'string' ? p : 'TOKEN')).join('')) as { States: Record<string, State> };
-}
 
 describe('evals and lm-sft stacks', () => {
   const { app } = buildApp({ skipBundling: true, fastSynth: true, nag: false, pipelines: [pipelineNamed(EVALS_PIPELINE), pipelineNamed(LM_SFT_PIPELINE)] });
@@ -36,10 +30,10 @@ describe('evals and lm-sft stacks', () => {
     const [job] = Object.values(evals.findResources('AWS::Batch::JobDefinition')) as { Properties: { ContainerProperties: { Command: string[]; ResourceRequirements: { Type: string; Value: string }[] } } }[];
     assert.deepEqual(job!.Properties.ContainerProperties.Command, ['python3', 'eval_main.py']);
     assert.ok(job!.Properties.ContainerProperties.ResourceRequirements.some((r) => r.Type === 'GPU' && r.Value === '1'));
-    const map = definition(evals).States['evaluate: Items']!;
+    const map = definitionOf(evals).States['evaluate: Items']!;
     const states = JSON.stringify(map['ItemProcessor']);
-    const inner = (JSON.parse(states) as { States: Record<string, State> }).States;
-    const branch = (inner['evaluate: Item']!['Branches'] as { States: Record<string, State> }[])[0]!.States;
+    const inner = (JSON.parse(states) as { States: Record<string, AslState> }).States;
+    const branch = (inner['evaluate: Item']!['Branches'] as { States: Record<string, AslState> }[])[0]!.States;
     const inputs = branch['eval: Inputs']!.Parameters!['in'] as Record<string, unknown>;
     assert.equal(inputs['checkpoint.$'], '$.checkpoint.contentHash');
     assert.doesNotMatch(JSON.stringify(inputs), /uri/i);
@@ -51,7 +45,7 @@ describe('evals and lm-sft stacks', () => {
   it('the producer trains on the GPU queue and writes under checkpoints/<run>/', () => {
     const [job] = Object.values(producer.findResources('AWS::Batch::JobDefinition')) as { Properties: { ContainerProperties: { Command: string[] } } }[];
     assert.deepEqual(job!.Properties.ContainerProperties.Command, ['python3', 'train_main.py']);
-    const inputs = definition(producer).States['train: Inputs']!.Parameters!['in'] as Record<string, string>;
+    const inputs = definitionOf(producer).States['train: Inputs']!.Parameters!['in'] as Record<string, string>;
     assert.match(inputs['checkpoints_uri.$']!, /^States\.Format\('s3:\/\/TOKEN\/checkpoints\/\{\}\/', \$\.config\.run\)$/);
   });
 });

@@ -10,6 +10,7 @@ import { pipelineNamed } from '#infra/cli/config.ts';
 import { BatchJob } from '#pipelines/steps/batch-job.ts';
 import { PipelineFunction } from '#pipelines/steps/function.ts';
 import { SELFPLAY_PIPELINE, SelfPlayLeagueStack } from '#pipelines/selfplay/stack.ts';
+import { definitionOf } from '../support/stacks.ts';
 
 type State = { Type: string; Next?: string; Choices?: { Variable: string; NumericLessThanEqualsPath?: string; Next: string }[]; [key: string]: unknown };
 
@@ -17,12 +18,7 @@ describe('SelfPlayLeague stack', () => {
   const { app } = buildApp({ skipBundling: true, fastSynth: true, nag: false, pipelines: [pipelineNamed(SELFPLAY_PIPELINE)] });
   const stack = app.node.findChild('SelfPlayLeague') as SelfPlayLeagueStack;
   const template = Template.fromStack(stack);
-  const definition = (() => {
-    const [machine] = Object.values(template.findResources('AWS::StepFunctions::StateMachine')) as { Properties: { DefinitionString: unknown } }[];
-    // Fn::Join of strings and tokens: the tokens (ARNs, names) do not matter here.
-    const parts = (machine!.Properties.DefinitionString as { 'Fn::Join': [string, unknown[]] })['Fn::Join'][1];
-    return JSON.parse(parts.map((p) => (typeof p === 'string' ? p : 'TOKEN')).join('')) as { StartAt: string; States: Record<string, State> };
-  })();
+  const definition = definitionOf(template) as { States: Record<string, State> };
 
   it('trains on the GPU queue with one GPU per job', () => {
     const definitions = template.findResources('AWS::Batch::JobDefinition');

@@ -6,12 +6,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { App, Duration, Stack } from 'aws-cdk-lib';
+import { Duration, Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
-import { JobQueue } from 'aws-cdk-lib/aws-batch';
-import { TableV2 } from 'aws-cdk-lib/aws-dynamodb';
-import { Bucket } from 'aws-cdk-lib/aws-s3';
-import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { StateMachineDefinition } from 'aws-local-stepfunctions';
 import { ConfigError } from '#shared/errors.ts';
@@ -28,13 +24,12 @@ import {
   REPO_ROOT,
   S3Trigger,
   step,
-  type StepResources,
-  type StepScope,
 } from '#pipelines/steps/index.ts';
 import { lowerDistributedMaps } from '#infra/local/distributed-map.ts';
 import { prepareAsl } from '#infra/local/asl-prepass.ts';
 import { buildApp } from '#infra/build-app.ts';
 import { PROBE_PIPELINE } from '../fixtures/probe/stack.ts';
+import { minimalScope } from '../support/stacks.ts';
 
 // ---- rendering ----------------------------------------------------------------------------
 
@@ -351,23 +346,6 @@ describe('step constructs, rendered: the probe pipeline', () => {
 
 // ---- validation ----------------------------------------------------------------------------
 
-/** A fresh stack with imported stand-ins for the platform's resources. */
-function minimalScope(): { stack: Stack; resources: StepResources; steps: StepScope } {
-  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
-  const stack = new Stack(app, 'Minimal', { env: { account: '123456789012', region: 'us-east-1' } });
-  const resources: StepResources = {
-    bucket: Bucket.fromBucketName(stack, 'Bucket', 'pipelines-bucket'),
-    table: TableV2.fromTableName(stack, 'Table', 'pipelines-table'),
-    gpuQueue: JobQueue.fromJobQueueArn(stack, 'GpuQueue', 'arn:aws:batch:us-east-1:123456789012:job-queue/gpu'),
-    cpuQueue: JobQueue.fromJobQueueArn(stack, 'CpuQueue', 'arn:aws:batch:us-east-1:123456789012:job-queue/cpu'),
-    signingSecret: Secret.fromSecretNameV2(stack, 'Signing', 'approval-signing-key'),
-    anthropicSecret: Secret.fromSecretNameV2(stack, 'Anthropic', 'anthropic-api-key'),
-    senderEmail: 'pipelines@example.com',
-    approverEmail: 'approver@example.com',
-    approvalApiUrl: 'https://approvals.example.com',
-  };
-  return { stack, resources, steps: { pipeline: 'minimal', resources } };
-}
 
 const SQUARE_ENTRY = join(REPO_ROOT, 'test', 'fixtures', 'probe', 'functions', 'square.ts');
 

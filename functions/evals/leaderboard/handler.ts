@@ -40,7 +40,7 @@ export async function handler(event: unknown) {
   const published = await listArtifactVersions(where, request.evalArtifact);
   const all = published
     .reverse() // oldest first: the latest of a pair wins
-    .map((a, i) => parseOrThrow(EvalMetrics, a.metrics, `${request.evalArtifact}@${a.version}.metrics`))
+    .map((a) => parseOrThrow(EvalMetrics, a.metrics, `${request.evalArtifact}@${a.version}.metrics`))
     .filter((m) => m.run === request.run);
   const results = currentResults(all, versions);
   const failures: EvalFailure[] = request.items

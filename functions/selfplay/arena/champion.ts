@@ -15,14 +15,12 @@
  *
  * A Lambda container runs one request at a time, so the replaced session is released at once.
  */
-import { GetObjectCommand } from '@aws-sdk/client-s3';
-import { createHash } from 'node:crypto';
 import { getArtifactVersion, type ArtifactVersion, type IndexLocation } from '#shared/artifacts.ts';
 import { CHAMPION_ARTIFACT, CHAMPION_FILE, CHAMPION_RECHECK_MS, ChampionUnavailable } from '#shared/arena.ts';
-import { s3Client } from '#shared/clients/aws.ts';
+import { readObjectBytes } from '#shared/clients/aws.ts';
 import { loadOnnxPolicy, type OnnxPolicy } from '#shared/clients/onnx.ts';
 import { NotFoundError, errorName } from '#shared/errors.ts';
-import { parseS3Uri } from '#shared/s3uri.ts';
+import { sha256Hex } from '#shared/json.ts';
 
 export interface Champion {
   readonly version: number;
@@ -103,11 +101,8 @@ async function loadChampion(artifact: ArtifactVersion): Promise<OnnxPolicy> {
   if (!file) {
     throw new ChampionUnavailable(`${label} has no file named ${CHAMPION_FILE} (files: ${artifact.files.map((f) => f.name).join(', ') || 'none'})`);
   }
-  const out = await s3Client().send(new GetObjectCommand(parseS3Uri(file.uri, `${label} ${CHAMPION_FILE}`)));
-  const chunks: Uint8Array[] = [];
-  for await (const chunk of out.Body as AsyncIterable<Uint8Array>) chunks.push(chunk);
-  const bytes = Buffer.concat(chunks);
-  const sha256 = createHash('sha256').update(bytes).digest('hex');
+  const bytes = await readObjectBytes(file.uri, `${label} ${CHAMPION_FILE}`);
+  const sha256 = sha256Hex(bytes);
   if (sha256 !== file.sha256) {
     throw new ChampionUnavailable(`${label}: ${file.uri} has sha256 ${sha256}, but the index recorded ${file.sha256} at publication`);
   }

@@ -3,31 +3,22 @@
  * A snapshot's ONNX comes from S3; a corrupt or wrong-shaped one raises InvalidPolicyModel, which
  * retrying cannot fix (the state machine records it for this pair and the league goes on).
  */
-import { GetObjectCommand } from '@aws-sdk/client-s3';
 import { createRandomBot, createTacticalBot } from '#shared/bots.ts';
-import { s3Client } from '#shared/clients/aws.ts';
+import { readObjectBytes } from '#shared/clients/aws.ts';
 import { loadOnnxPolicy, type OnnxPolicy } from '#shared/clients/onnx.ts';
 import { botSeed, MatchRequest, toMatchResult, type LeaguePlayer } from '#shared/league.ts';
 import { botPolicy, playMatch, type Policy } from '#shared/match.ts';
-import { parseS3Uri } from '#shared/s3uri.ts';
 import { parseOrThrow } from '#shared/schema.ts';
 
 // Loaded sessions by URI, kept for the container's life: a warm Lambda playing the same snapshot
 // again skips the download and the session build. A failed load is forgotten, so a retry re-reads.
 const sessions = new Map<string, Promise<OnnxPolicy>>();
 
-async function download(uri: string): Promise<Uint8Array> {
-  const out = await s3Client().send(new GetObjectCommand(parseS3Uri(uri, 'onnxUri')));
-  const chunks: Uint8Array[] = [];
-  for await (const chunk of out.Body as AsyncIterable<Uint8Array>) chunks.push(chunk);
-  return Buffer.concat(chunks);
-}
-
 function snapshotPolicy(player: LeaguePlayer): Promise<OnnxPolicy> {
   const uri = player.onnxUri!; // the schema requires it of a snapshot
   let session = sessions.get(uri);
   if (!session) {
-    session = download(uri).then((bytes) => loadOnnxPolicy(bytes, { name: player.id }));
+    session = readObjectBytes(uri, 'onnxUri').then((bytes) => loadOnnxPolicy(bytes, { name: player.id }));
     session.catch(() => sessions.delete(uri));
     sessions.set(uri, session);
   }
