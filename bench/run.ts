@@ -9,6 +9,7 @@
  *   environment steps per second and seconds per generation at each size, and the fully cached
  *   rerun of the smoke league against its cold run (about ten minutes; skip with --skip-league).
  * - The molecule pool: the default pool's size and build time (RDKit's WebAssembly build).
+ * - The xTB oracle job's throughput against raw xtb on the same 50 pool molecules (goal >= 0.9).
  * - Evaluate every checkpoint, at the producer's test size: executions started against distinct
  *   checkpoints under repeated events, eval jobs of a one-benchmark backfill against the
  *   checkpoint count, eval throughput, and upload-to-execution latency.
@@ -38,6 +39,7 @@ import { s3Client } from '#shared/clients/aws.ts';
 import { HeadObjectCommand } from '@aws-sdk/client-s3';
 import { CHAIN_LENGTH, CHAIN_PIPELINE } from './chain-stack.ts';
 import { measurePool } from './pool.ts';
+import { describeOracle, measureOracle } from './oracle.ts';
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const figures: Record<string, unknown> = {
@@ -304,6 +306,9 @@ eloFit();
 const pool = await measurePool();
 figures.moleculePool = pool;
 console.log(`molecule pool (RDKit WebAssembly, one core): ${pool.molecules} molecules from ${pool.candidates} candidates in ${pool.seconds.toFixed(1)} s; skipped ${JSON.stringify(pool.skipped)}`);
+const oracle = await measureOracle();
+figures.oracle = oracle;
+console.log(describeOracle(oracle));
 await transitionOverhead();
 await cachedRerun();
 await evaluations();

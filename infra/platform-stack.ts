@@ -11,7 +11,8 @@
  * 5. Secrets: the Anthropic API key (set by the user after deploy) and the approval-link
  *    signing key (generated).
  * 6. The SES v2 sender identity.
- * 7. The approval API: an HTTP API with GET and POST /approvals/{id} on one Lambda.
+ * 7. The approval API: an HTTP API with GET and POST /approvals/{id} on one Lambda, which
+ *    reads the approvals' items documents under approvals/ of the bucket.
  *
  * Pipeline stacks receive `resources` and never create these things themselves.
  */
@@ -29,10 +30,12 @@ import * as ses from 'aws-cdk-lib/aws-ses';
 import type { Construct } from 'constructs';
 import { join } from 'node:path';
 import { ConfigError } from '#shared/errors.ts';
+import { APPROVAL_ITEMS_PREFIX } from '#shared/approval.ts';
 import { ENV, TABLE_KEYS } from '#shared/table.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { PipelineFunction } from '#pipelines/steps/function.ts';
 import { httpAccessLogFormat } from '#pipelines/steps/access-log.ts';
+import { iam5Resource } from '#pipelines/steps/nag-findings.ts';
 import { acknowledge } from './nag.ts';
 
 /** Context keys (cdk.json) that supply the defaults of the matching props. */
@@ -282,6 +285,10 @@ export class PlatformStack extends Stack {
     });
     table.grantReadWriteData(approvalFunction);
     signingSecret.grantRead(approvalFunction);
+    // The page shows a request's items document, read as it renders: GetObject under approvals/
+    // only (no List, no other prefix). SSE-S3, so no KMS grant.
+    const approvalItems = bucket.arnForObjects(`${APPROVAL_ITEMS_PREFIX}*`);
+    approvalFunction.addToRolePolicy(new iam.PolicyStatement({ actions: ['s3:GetObject'], resources: [approvalItems] }));
     // Task tokens are not resources: SendTaskSuccess/SendTaskFailure accept no resource ARN
     // narrower than "*". The token itself is the capability, and it never leaves the table.
     approvalFunction.addToRolePolicy(
@@ -331,6 +338,10 @@ export class PlatformStack extends Stack {
       {
         id: 'AwsSolutions-IAM5[Resource::*]',
         reason: 'states:SendTaskSuccess and states:SendTaskFailure do not support resource-level permissions: a task token is not an ARN, so the only valid resource is "*".',
+      },
+      {
+        id: iam5Resource(approvalFunction, approvalItems),
+        reason: 'Approval items documents are written content-addressed by each pipeline (approvals/<pipeline>/<sha256>.json), so their keys are known only at run time; the grant is GetObject under the approvals/ prefix only.',
       },
       {
         id: 'AwsSolutions-L1',

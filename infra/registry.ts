@@ -15,6 +15,8 @@ import { EVALS_PIPELINE, EvalsStack } from '../pipelines/evals/stack.ts';
 import { EvalsConfig } from '../pipelines/evals/config.ts';
 import { LM_SFT_PIPELINE, LmSftStack } from '../pipelines/lm-sft/stack.ts';
 import { LM_SFT_SIZES, LmSftConfig } from '../pipelines/lm-sft/config.ts';
+import { MOLECULES_PIPELINE, MolecularDiscoveryStack } from '../pipelines/molecules/stack.ts';
+import { MOLECULES_SIZES, MoleculesConfig } from '../pipelines/molecules/config.ts';
 
 export interface PipelineEntry {
   /** Name used by the CLI and in S3 prefixes. */
@@ -65,6 +67,16 @@ export const PIPELINES: readonly PipelineEntry[] = [
     sizes: LM_SFT_SIZES,
     afterRun: 'its checkpoints started evaluations: npx frontier artifacts show leaderboard-<run> (leaderboard.html)',
     create: (scope, id, props) => new LmSftStack(scope, id, props),
+  },
+  {
+    name: MOLECULES_PIPELINE,
+    stackId: 'MolecularDiscovery',
+    description: 'Closed-loop molecular discovery: Tanimoto GP surrogate, GFN2-xTB oracle on the CPU queue, approval of every batch by email',
+    config: MoleculesConfig,
+    smoke: MOLECULES_SIZES.smoke,
+    sizes: MOLECULES_SIZES,
+    afterRun: 'report: npx frontier artifacts show molecular-discovery (report.html); each batch waits for approval: open the link in its email (.local/outbox)',
+    create: (scope, id, props) => new MolecularDiscoveryStack(scope, id, props),
   },
   {
     // The platform's probe: a fixture using every step kind. Deploying it verifies an account's

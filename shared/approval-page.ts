@@ -2,10 +2,14 @@
  * HTML for the approval gate: the page behind the emailed link, the short message pages, and
  * the email's text and HTML parts. Every value from the request or the item is escaped; the
  * pages need no JavaScript, and their Content-Security-Policy allows none.
+ *
+ * Item drawings are SVG documents whose text may come from user files (a molecule pool), so
+ * they are never inlined: each becomes an `<img>` with a base64 data: URI. An SVG loaded as an
+ * image runs no script and loads nothing, and base64 leaves nothing to escape.
  */
 import { createHash } from 'node:crypto';
 import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import type { ApprovalEmail, ApprovalView, DetailValue } from './approval.ts';
+import type { ApprovalEmail, ApprovalItems, ApprovalItemsView, ApprovalView, DetailValue } from './approval.ts';
 
 const STYLE = [
   'body{font-family:system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1b1f24}',
@@ -23,17 +27,24 @@ const STYLE = [
   '#approve{background:#1f7a3a;color:#fff;border-color:#1f7a3a}',
   '#reject{background:#b42318;color:#fff;border-color:#b42318}',
   '.state{font-weight:600}',
+  '.items-wrap{overflow-x:auto}',
+  '.items th{width:auto}',
+  '.items caption{text-align:left;font-weight:600;padding:.35rem 0}',
+  '.items img{display:block;max-width:240px;height:auto}',
+  '.notice{padding:.5rem .75rem;background:#fff4e5;border:1px solid #f0b35a;border-radius:6px}',
 ].join('');
 
 const STYLE_HASH = createHash('sha256').update(STYLE).digest('base64');
 
 /**
- * No script source at all; the one inline stylesheet is allowed by its hash. `form-action`
+ * No script source at all; the one inline stylesheet is allowed by its hash, and images only
+ * as data: URIs (the item drawings), so the page loads nothing from anywhere. `form-action`
  * keeps the form posting to this site only; `frame-ancestors` blocks clickjacking.
  */
 export const CONTENT_SECURITY_POLICY = [
   "default-src 'none'",
   `style-src 'sha256-${STYLE_HASH}'`,
+  'img-src data:',
   "form-action 'self'",
   "frame-ancestors 'none'",
   "base-uri 'none'",
@@ -129,6 +140,67 @@ export function messageResponse(kind: MessageKind, detail?: string): APIGatewayP
 }
 
 // ---------------------------------------------------------------------------------------
+// Items
+
+/**
+ * An SVG document as a data: URI for `<img src>`. Characters outside ASCII become XML character
+ * references first: RDKit declares its SVG iso-8859-1 while a JavaScript string is UTF-16, and
+ * ASCII reads the same under every declared encoding.
+ */
+export function svgDataUri(svg: string): string {
+  const ascii = svg.replace(/[^\x00-\x7f]/gu, (char) => `&#${char.codePointAt(0)};`);
+  return `data:image/svg+xml;base64,${Buffer.from(ascii, 'ascii').toString('base64')}`;
+}
+
+/** One line of plain text: a value with a line break could otherwise fake lines (a link) in the text part. */
+function oneLine(value: DetailValue | undefined): string {
+  return String(value ?? '').replace(/[\u0000-\u001f\u007f\u2028\u2029]+/g, ' ');
+}
+
+function drawingAlt(doc: ApprovalItems, index: number): string {
+  const first = doc.items[index]!.values[doc.columns[0]!.key];
+  return `Drawing of item ${index + 1}${first === undefined ? '' : `: ${oneLine(first)}`}`;
+}
+
+/** The items as a table: a "#" column, a drawing column when any item has one, then the document's columns. */
+function itemsTableHtml(doc: ApprovalItems, style: { table: string; img: string }): string {
+  if (doc.items.length === 0) return '<p id="items-notice">The items document lists no items.</p>';
+  const withDrawings = doc.items.some((item) => item.svg !== undefined);
+  const headings = ['#', ...(withDrawings ? ['Drawing'] : []), ...doc.columns.map((column) => column.label)];
+  const rows = doc.items.map((item, index) => {
+    const drawing = item.svg === undefined ? '' : `<img alt="${escapeHtml(drawingAlt(doc, index))}" src="${svgDataUri(item.svg)}"${style.img}>`;
+    const cells = [
+      `<td>${index + 1}</td>`,
+      ...(withDrawings ? [`<td class="drawing">${drawing}</td>`] : []),
+      ...doc.columns.map((column) => `<td data-column="${escapeHtml(column.key)}">${escapeHtml(item.values[column.key])}</td>`),
+    ];
+    return `<tr data-item-index="${index}">${cells.join('')}</tr>`;
+  });
+  return [
+    `<table id="items" class="items"${style.table}>`,
+    doc.caption === undefined ? '' : `<caption>${escapeHtml(doc.caption)}</caption>`,
+    `<thead><tr>${headings.map((heading) => `<th scope="col">${escapeHtml(heading)}</th>`).join('')}</tr></thead>`,
+    `<tbody>\n${rows.join('\n')}\n</tbody></table>`,
+  ].join('');
+}
+
+/** The items section of the page: the table, or why it cannot be shown. */
+function itemsSection(items: ApprovalItemsView): string {
+  const where = `<code id="items-uri">${escapeHtml(items.uri)}</code>`;
+  const notice = (text: string) => `<h2>Items</h2>\n<p class="notice" id="items-notice">${text}</p>`;
+  switch (items.status) {
+    case 'shown':
+      return `<h2>Items</h2>\n<div class="items-wrap">${itemsTableHtml(items.document, { table: '', img: '' })}</div>\n<p>From ${where}</p>`;
+    case 'missing':
+      return notice(`The items of this approval cannot be shown: their document ${where} is gone (deleted or expired). Approving would approve a batch that cannot be reviewed here.`);
+    case 'changed':
+      return notice(`The items of this approval cannot be shown: their document ${where} has changed since the request was made, so it is not what this approval is for.`);
+    case 'unreadable':
+      return notice(`The items document ${where} could not be read (${escapeHtml(items.reason)}). Reload the page to try again.`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
 // The approval page
 
 export interface DecisionFormView {
@@ -174,12 +246,16 @@ function decisionForm(form: DecisionFormView): string {
   ].join('\n');
 }
 
-/** The GET page. The form appears only while the approval is pending and `form` is given. */
-export function renderApprovalPage(view: ApprovalView, form: DecisionFormView | undefined): string {
+/**
+ * The GET page. The form appears only while the approval is pending and `form` is given;
+ * `items` is the request's items document as read for this page, when it named one.
+ */
+export function renderApprovalPage(view: ApprovalView, form: DecisionFormView | undefined, items?: ApprovalItemsView): string {
   const body = [
     `<h1>${escapeHtml(view.title)}</h1>`,
     `<p>Pipeline <strong id="pipeline">${escapeHtml(view.pipeline)}</strong>, run <code>${escapeHtml(view.executionId)}</code></p>`,
     detailsTable(view.details),
+    items ? itemsSection(items) : '',
     '<dl>',
     `<dt>State</dt><dd class="state" id="state">${escapeHtml(view.state)}</dd>`,
     `<dt>Requested</dt><dd>${escapeHtml(view.createdAt)}</dd>`,
@@ -215,6 +291,8 @@ export function renderApprovalEmail(input: {
   pipeline: string;
   title: string;
   details: Record<string, DetailValue>;
+  /** The request's items document, when it named one. */
+  items?: ApprovalItems;
   expiresAtIso: string;
 }): ApprovalEmail {
   const keys = Object.keys(input.details).sort();
@@ -223,6 +301,7 @@ export function renderApprovalEmail(input: {
     '',
     ...keys.map((key) => `  ${key}: ${String(input.details[key])}`),
     '',
+    ...(input.items ? [...itemsText(input.items), ''] : []),
     `Review and decide (the link expires at ${input.expiresAtIso}):`,
     input.link,
     '',
@@ -233,6 +312,7 @@ export function renderApprovalEmail(input: {
     '<!doctype html><html><body>',
     `<p>Pipeline <strong>${escapeHtml(input.pipeline)}</strong> is waiting for an approval: <strong>${escapeHtml(input.title)}</strong></p>`,
     rows.length ? `<table>${rows.join('')}</table>` : '',
+    input.items ? itemsEmailHtml(input.items) : '',
     `<p><a href="${escapeHtml(input.link)}">Review and decide</a> (the link expires at ${escapeHtml(input.expiresAtIso)}).</p>`,
     '<p>Opening the link decides nothing; only the buttons on the page do.</p>',
     '</body></html>',
@@ -240,4 +320,21 @@ export function renderApprovalEmail(input: {
   // A header cannot hold a line break; a title with one would otherwise break the message.
   const subject = `Approval needed: ${input.title}`.replace(/[\r\n]+/g, ' ');
   return { from: input.from, to: input.to, subject, text, html };
+}
+
+/** The text part's items: a heading, then one line per item with its column values. */
+function itemsText(doc: ApprovalItems): string[] {
+  const heading = `Items (${doc.items.length})${doc.caption === undefined ? '' : `: ${oneLine(doc.caption)}`}`;
+  const lines = doc.items.map(
+    (item, index) => `  ${index + 1}. ${doc.columns.map((column) => `${oneLine(column.label)}: ${oneLine(item.values[column.key])}`).join(' | ')}`,
+  );
+  return [heading, ...lines];
+}
+
+/** The HTML part's items: the page's table, with attributes for mail clients that drop stylesheets. */
+function itemsEmailHtml(doc: ApprovalItems): string {
+  return itemsTableHtml(doc, {
+    table: ' border="1" cellpadding="4" cellspacing="0" style="border-collapse:collapse"',
+    img: ' style="display:block;max-width:240px;height:auto"',
+  });
 }

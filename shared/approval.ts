@@ -6,6 +6,11 @@
  * The task token is the capability to resume a run, so it lives only in the table item: never
  * in the link, the email, a log line or an error message. The link carries a random id and an
  * HMAC over (id, expiry) instead.
+ *
+ * A request may name an items document (a batch: rows of values, each with an optional
+ * drawing) in S3. The item stores its URI and the sha256 of the bytes read when the request
+ * was made, never the items themselves (a DynamoDB item holds at most 400 KB), and both go into
+ * the digest, so what is approved is that exact document.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { UpdateCommandInput } from '@aws-sdk/lib-dynamodb';
@@ -15,6 +20,7 @@ import { z } from 'zod';
 import { ConfigError } from './errors.ts';
 import { canonicalJson, sha256Hex } from './json.ts';
 import { valueAt } from './schema.ts';
+import { parseS3Uri } from './s3uri.ts';
 import { approvalKey } from './table.ts';
 
 /** Kept after expiry so the CLI and the page can still show what happened. */
@@ -41,6 +47,14 @@ export const approvalRequestSchema = z.object({
   details: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])),
   timeoutSeconds: z.number().int().positive().max(MAX_TIMEOUT_SECONDS),
   recipients: z.array(z.email()).min(1).optional(),
+  /**
+   * s3://bucket/approvals/... of an items document (see approvalItemsSchema). Null means none,
+   * so that a pipeline can point the gate at a field it sets only in some runs.
+   */
+  itemsUri: z.preprocess(
+    (value) => (value === null ? undefined : value),
+    z.string().regex(/^s3:\/\/[^/]+\/.+$/, 'expected s3://bucket/key').optional(),
+  ),
 });
 export type ApprovalRequest = z.infer<typeof approvalRequestSchema>;
 
@@ -155,32 +169,51 @@ export function parseApprovalHttpEvent(event: unknown): ApprovalHttpRequest {
 // ---------------------------------------------------------------------------------------
 // The stored item
 
-/** What the person is asked to approve, hashed so a later reader can tell it was not altered. */
-export function approvalDigest(subject: { pipeline: string; title: string; details: Record<string, DetailValue> }): string {
-  return sha256Hex(canonicalJson({ pipeline: subject.pipeline, title: subject.title, details: subject.details }));
+/**
+ * What the person is asked to approve, hashed so a later reader can tell it was not altered.
+ * The items document enters as its URI and the sha256 of its bytes; a request without one
+ * hashes exactly as before items existed, so older digests still check.
+ */
+export function approvalDigest(subject: {
+  pipeline: string;
+  title: string;
+  details: Record<string, DetailValue>;
+  itemsUri?: string;
+  itemsSha256?: string;
+}): string {
+  const { pipeline, title, details, itemsUri, itemsSha256 } = subject;
+  return sha256Hex(canonicalJson({ pipeline, title, details, ...(itemsUri === undefined ? {} : { itemsUri, itemsSha256 }) }));
 }
 
 export const decidedBySchema = z.object({ sourceIp: z.string(), userAgent: z.string() });
 export type DecidedBy = z.infer<typeof decidedBySchema>;
 
-export const approvalItemSchema = z.object({
-  pk: z.string(),
-  sk: z.string(),
-  token: z.string().min(1),
-  executionId: z.string(),
-  pipeline: z.string(),
-  title: z.string(),
-  details: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])),
-  digest: z.string(),
-  state: z.enum(['PENDING', 'APPROVED', 'REJECTED', 'EXPIRED']),
-  createdAt: z.string(),
-  expiresAtIso: z.string(),
-  expiresAt: z.number(),
-  recipients: z.array(z.string()),
-  decidedAt: z.string().optional(),
-  decidedBy: decidedBySchema.optional(),
-  comment: z.string().optional(),
-});
+export const approvalItemSchema = z
+  .object({
+    pk: z.string(),
+    sk: z.string(),
+    token: z.string().min(1),
+    executionId: z.string(),
+    pipeline: z.string(),
+    title: z.string(),
+    details: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])),
+    digest: z.string(),
+    state: z.enum(['PENDING', 'APPROVED', 'REJECTED', 'EXPIRED']),
+    createdAt: z.string(),
+    expiresAtIso: z.string(),
+    expiresAt: z.number(),
+    recipients: z.array(z.string()),
+    decidedAt: z.string().optional(),
+    decidedBy: decidedBySchema.optional(),
+    comment: z.string().optional(),
+    /** The items document, when the request named one: where it is, and the sha256 of what was read. */
+    itemsUri: z.string().optional(),
+    itemsSha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+  })
+  .refine((item) => (item.itemsUri === undefined) === (item.itemsSha256 === undefined), {
+    path: ['itemsSha256'],
+    message: 'itemsUri and itemsSha256 go together',
+  });
 export type ApprovalItem = z.infer<typeof approvalItemSchema>;
 /** Everything a page may show: the item without its token. */
 export type ApprovalView = Omit<ApprovalItem, 'token' | 'pk' | 'sk'> & { id: string };
@@ -198,14 +231,22 @@ export function parseApprovalItem(item: unknown): ApprovalItem {
   throw new ConfigError(`approval item.${issue.path.join('.')}`, '(not shown)', issue.message);
 }
 
-/** Builds the item for a new request; `exp` (epoch seconds) is the link's expiry. */
+/**
+ * Builds the item for a new request; `exp` (epoch seconds) is the link's expiry. `items` is the
+ * document read for `request.itemsUri` (its sha256 is what the approval binds to).
+ */
 export function newApprovalItem(
   request: ApprovalRequest,
   id: string,
   now: Date,
   recipients: string[],
+  items?: { sha256: string },
 ): { item: ApprovalItem; exp: number } {
+  if ((request.itemsUri === undefined) !== (items === undefined)) {
+    throw new ConfigError('itemsUri', request.itemsUri, 'the items document and its URI go together');
+  }
   const exp = Math.floor(now.getTime() / 1000) + request.timeoutSeconds;
+  const bound = request.itemsUri === undefined ? {} : { itemsUri: request.itemsUri, itemsSha256: items!.sha256 };
   const item: ApprovalItem = {
     ...approvalKey(id),
     token: request.taskToken,
@@ -213,12 +254,13 @@ export function newApprovalItem(
     pipeline: request.pipeline,
     title: request.title,
     details: request.details,
-    digest: approvalDigest(request),
+    digest: approvalDigest({ ...request, ...bound }),
     state: 'PENDING',
     createdAt: now.toISOString(),
     expiresAtIso: new Date(exp * 1000).toISOString(),
     expiresAt: exp + RETAIN_AFTER_EXPIRY_SECONDS,
     recipients,
+    ...bound,
   };
   return { item, exp };
 }
@@ -228,6 +270,124 @@ export function resolveRecipients(requested: string[] | undefined, fallback: str
   if (requested && requested.length > 0) return requested;
   if (fallback) return [fallback];
   throw new ConfigError('recipients', requested, 'no recipients in the request and APPROVER_EMAIL is not set');
+}
+
+// ---------------------------------------------------------------------------------------
+// The items document
+
+/** Where items documents live in the bucket; both approval Lambdas may read this prefix only. */
+export const APPROVAL_ITEMS_PREFIX = 'approvals/';
+/** Rows in one document: a batch a person can still review one by one. */
+export const MAX_APPROVAL_ITEMS = 100;
+export const MAX_APPROVAL_COLUMNS = 20;
+/** One drawing, in UTF-8 bytes. An RDKit structure drawing is a few KB. */
+export const MAX_ITEM_SVG_BYTES = 100 * 1024;
+export const MAX_ITEM_VALUE_CHARS = 1000;
+/** Bounds the read before parsing: every drawing at its limit, plus the values. */
+export const MAX_ITEMS_DOCUMENT_BYTES = MAX_APPROVAL_ITEMS * MAX_ITEM_SVG_BYTES + 1024 * 1024;
+
+/** An SVG document: an optional XML declaration, doctype or comments, then the svg element. */
+const SVG_START = /^\s*(<\?xml[^>]*\?>\s*)?(<!--[\s\S]*?-->\s*|<!DOCTYPE[^>]*>\s*)*<svg[\s>]/i;
+
+const itemValueSchema = z.union([z.string().max(MAX_ITEM_VALUE_CHARS), z.number(), z.boolean()]);
+
+/**
+ * The items document a request may name: columns (a key and a heading each), then one row per
+ * item with its values by column key and an optional drawing (an SVG document, shown as an
+ * image, never inlined). Example:
+ *
+ *   { "caption": "Round 3 batch",
+ *     "columns": [{ "key": "smiles", "label": "SMILES" }, { "key": "predicted", "label": "Predicted gap" }],
+ *     "items": [{ "values": { "smiles": "c1ccccc1O", "predicted": "1.42 ± 0.10 eV" }, "svg": "<svg ...>" }] }
+ */
+export const approvalItemsSchema = z
+  .strictObject({
+    caption: z.string().min(1).max(500).optional(),
+    columns: z
+      .array(z.strictObject({ key: z.string().min(1).max(64), label: z.string().min(1).max(100) }))
+      .min(1)
+      .max(MAX_APPROVAL_COLUMNS),
+    items: z
+      .array(
+        z.strictObject({
+          values: z.record(z.string(), itemValueSchema),
+          svg: z
+            .string()
+            .refine((svg) => SVG_START.test(svg), 'must be an SVG document (<svg ...> after an optional XML declaration)')
+            .refine((svg) => Buffer.byteLength(svg, 'utf8') <= MAX_ITEM_SVG_BYTES, `must be at most ${MAX_ITEM_SVG_BYTES} bytes (100 KB)`)
+            .optional(),
+        }),
+      )
+      .max(MAX_APPROVAL_ITEMS),
+  })
+  .superRefine((doc, ctx) => {
+    const keys = doc.columns.map((column) => column.key);
+    keys.forEach((key, index) => {
+      if (keys.indexOf(key) !== index) {
+        ctx.addIssue({ code: 'custom', path: ['columns', index, 'key'], input: key, message: `repeats column ${keys.indexOf(key)}` });
+      }
+    });
+    doc.items.forEach((item, index) => {
+      for (const key of Object.keys(item.values)) {
+        if (!keys.includes(key)) {
+          ctx.addIssue({ code: 'custom', path: ['items', index, 'values', key], input: item.values[key], message: `is not a column (columns: ${keys.join(', ')})` });
+        }
+      }
+    });
+  });
+export type ApprovalItems = z.infer<typeof approvalItemsSchema>;
+
+/** Checks that a request's items URI is under approvals/ of the pipelines bucket, the only place the Lambdas may read. */
+export function checkItemsUri(uri: string, bucket: string): string {
+  const { Bucket, Key } = parseS3Uri(uri, 'itemsUri');
+  if (Bucket !== bucket || !Key.startsWith(APPROVAL_ITEMS_PREFIX)) {
+    throw new ConfigError('itemsUri', uri, `must be under s3://${bucket}/${APPROVAL_ITEMS_PREFIX}`);
+  }
+  return uri;
+}
+
+/**
+ * Parses the bytes of an items document. Errors name the field in the document, its value,
+ * and the document's URI.
+ */
+export function parseApprovalItems(bytes: Uint8Array, uri: string): ApprovalItems {
+  if (bytes.byteLength > MAX_ITEMS_DOCUMENT_BYTES) {
+    throw new ConfigError(`items document ${uri}`, `${bytes.byteLength} bytes`, `must be at most ${MAX_ITEMS_DOCUMENT_BYTES} bytes`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(Buffer.from(bytes).toString('utf8'));
+  } catch (error) {
+    throw new ConfigError(`items document ${uri}`, Buffer.from(bytes.subarray(0, 120)).toString('utf8'), `is not JSON: ${(error as Error).message}`);
+  }
+  const result = approvalItemsSchema.safeParse(json);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0]!;
+  const path = issue.path.map(String);
+  throw new ConfigError(`approval items.${path.join('.') || '(root)'}`, valueAt(json, path), `${issue.message} (in ${uri})`);
+}
+
+/** What the approval page shows of an items document, read again when the page renders. */
+export type ApprovalItemsView =
+  | { status: 'shown'; uri: string; document: ApprovalItems }
+  /** The object is gone (deleted, or expired by a lifecycle rule). */
+  | { status: 'missing'; uri: string }
+  /** The object's bytes are not those the request was made with: showing them would mislead. */
+  | { status: 'changed'; uri: string }
+  /** It could not be read or parsed; `reason` says why (an S3 error name, or the parse error). */
+  | { status: 'unreadable'; uri: string; reason: string };
+
+/** The page's view of the bytes now at `uri` (undefined: no such object), checked against the request's sha256. */
+export function approvalItemsView(uri: string, expectedSha256: string, bytes: Uint8Array | undefined): ApprovalItemsView {
+  if (bytes === undefined) return { status: 'missing', uri };
+  if (sha256Hex(bytes) !== expectedSha256) return { status: 'changed', uri };
+  try {
+    return { status: 'shown', uri, document: parseApprovalItems(bytes, uri) };
+  } catch (error) {
+    // Valid when requested (its hash matches), so only a later, stricter schema gets here.
+    if (error instanceof ConfigError) return { status: 'unreadable', uri, reason: error.message };
+    throw error;
+  }
 }
 
 // ---------------------------------------------------------------------------------------

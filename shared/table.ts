@@ -11,6 +11,7 @@
  *   BENCHMARKS                / <name>               a benchmark's current entry (the registry)
  *   BENCHMARK#<name>          / V#<000001>           every version a benchmark had
  *   EVAL#<run>                / <step>#<benchmark>   a checkpoint's latest result on a benchmark
+ *   ORACLE#<version>          / <canonical SMILES>   a molecule's oracle result (xTB settings + code)
  */
 export const TABLE_KEYS = { partitionKey: 'pk', sortKey: 'sk', ttlAttribute: 'expiresAt' } as const;
 
@@ -34,6 +35,7 @@ export const evalResultKey = (run: string, step: number, benchmark: string) => (
   pk: `EVAL#${run}`,
   sk: `${String(step).padStart(12, '0')}#${benchmark}`,
 });
+export const oracleKey = (version: string, smiles: string) => ({ pk: `ORACLE#${version}`, sk: smiles });
 export const eventKey = (bucket: string, key: string, versionOrEtag: string) => ({
   pk: `EVENT#${bucket}#${key}#${versionOrEtag}`,
   sk: 'EVENT',

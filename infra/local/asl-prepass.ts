@@ -43,8 +43,11 @@ export interface TaskRef {
    * when absent. The engine ignores heartbeats, so the runtime's callback waiter enforces them.
    */
   heartbeatSeconds: number | undefined;
-  /** The TimeoutSeconds written into the prepared definition. */
-  timeoutSeconds: number;
+  /**
+   * The TimeoutSeconds written into the prepared definition; undefined when the Task reads its
+   * timeout from the input (`TimeoutSecondsPath`): the engine applies it, clamped by the patch.
+   */
+  timeoutSeconds: number | undefined;
 }
 
 export interface PrepareAslOptions {
@@ -103,7 +106,8 @@ const UNSUPPORTED_STATE_FIELDS: Readonly<Record<string, string>> = {
   ToleratedFailureCount: 'a Distributed Map field; the local engine ignores it (any failed item fails the Map)',
   ToleratedFailureCountPath: 'a Distributed Map field; the local engine ignores it (any failed item fails the Map)',
   HeartbeatSecondsPath: 'the local runtime needs a fixed HeartbeatSeconds to run its heartbeat timer',
-  TimeoutSecondsPath: `the local runtime needs a fixed TimeoutSeconds to keep it under ${LOCAL_MAX_TIMEOUT_SECONDS} s (the engine's timer limit)`,
+  // TimeoutSecondsPath is supported: the engine reads it from the state's input, and the project's
+  // patch clamps the value to LOCAL_MAX_TIMEOUT_SECONDS (patches/aws-local-stepfunctions+3.0.0.patch).
 };
 
 /** Unsupported fields of a Catch entry and of a Choice rule. */
@@ -264,9 +268,10 @@ function isPathField(key: string): boolean {
 function prepareTask(name: string, state: JsonObject, enclosing: string[]): TaskRef {
   // Without TimeoutSeconds the engine gives a Task 60 s (AWS: 99999999 s), which would fail long
   // Batch jobs and callbacks; larger values overflow its timer (LOCAL_MAX_TIMEOUT_SECONDS).
+  const fromPath = typeof state.TimeoutSecondsPath === 'string' && state.TimeoutSeconds === undefined;
   const requested = typeof state.TimeoutSeconds === 'number' ? state.TimeoutSeconds : AWS_DEFAULT_TASK_TIMEOUT_SECONDS;
-  const timeoutSeconds = Math.min(requested, LOCAL_MAX_TIMEOUT_SECONDS);
-  state.TimeoutSeconds = timeoutSeconds;
+  const timeoutSeconds = fromPath ? undefined : Math.min(requested, LOCAL_MAX_TIMEOUT_SECONDS);
+  if (timeoutSeconds !== undefined) state.TimeoutSeconds = timeoutSeconds;
   return {
     path: [...enclosing, name],
     name,

@@ -1,7 +1,9 @@
 /**
  * Runs Batch jobs locally: the job folder's command as a child process with the spec and
  * environment the job gets on AWS, at most one job per core at once (the local compute
- * environment), its output in a log file, its JSON progress lines passed on.
+ * environment), its output in a log file, its JSON progress lines passed on. A Node job's
+ * command (`node --import tsx main.ts`) runs on this process's own Node, which is 22 even where
+ * the system's `node` is older.
  */
 import { spawn } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync } from 'node:fs';
@@ -78,7 +80,7 @@ export class BatchHost {
     try {
       this.jobsRun++;
       const [cmd, ...args] = def.command;
-      const binary = cmd === 'python3' || cmd === 'python' ? pythonBinary() : cmd!;
+      const binary = cmd === 'python3' || cmd === 'python' ? pythonBinary() : cmd === 'node' ? process.execPath : cmd!;
       const cwd = join(REPO_ROOT, def.jobDir);
       const env = {
         ...this.baseEnv,

@@ -2,7 +2,8 @@
  * Approval gate: a `.waitForTaskToken` invoke of the approval-request Lambda, which records
  * the request and emails a signed link; the execution waits (free on a Standard workflow)
  * until a person decides on the approval page. Reject fails the task with `ApprovalRejected`;
- * a timeout applies the pipeline's policy.
+ * a timeout applies the pipeline's policy. A gate may also show a batch of items (values and
+ * drawings) from an items document in S3, named by `itemsUriPath`.
  */
 import { Duration } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
@@ -10,6 +11,8 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import type { Construct } from 'constructs';
 import { join } from 'node:path';
+import { APPROVAL_ITEMS_PREFIX } from '#shared/approval.ts';
+import { APPROVAL_REJECTED } from '#shared/approval.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { ENV } from '#shared/table.ts';
 import { REPO_ROOT } from './code-version.ts';
@@ -26,13 +29,34 @@ export interface ApprovalGateProps {
   /** Path of a flat object of small values shown to the approver. */
   readonly detailsPath: string;
   /**
+   * Path of the s3:// URI of an items document (shared/approval.ts `approvalItemsSchema`: columns,
+   * then up to 100 items with values and an optional SVG drawing), listed in the email and shown
+   * as a table on the page. The document must be under `approvals/` of the platform bucket;
+   * write it content-addressed (`approvals/<pipeline>/<sha256>.json`), since the approval is
+   * bound to its exact bytes. A null value at the path means no items for that run.
+   * Default: no items.
+   */
+  readonly itemsUriPath?: string;
+  /**
    * How long to wait for a decision. Default: 3 days, under the pipeline's 7-day default
    * execution timeout, so that the timeout policy applies before the execution times out.
    * At most 1 year (the Standard workflow limit).
    */
   readonly timeout?: Duration;
+  /**
+   * Path of the timeout in seconds in the state (e.g. a run's config), instead of `timeout`: the
+   * Task's `TimeoutSecondsPath`. The value must be an integer from 60 to the execution's timeout;
+   * check it where the config is parsed.
+   */
+  readonly timeoutPath?: string;
   /** On timeout: `fail` the execution (default) or `continue` with `{approved: false, timedOut: true}`. */
   readonly onTimeout?: 'fail' | 'continue';
+  /**
+   * On Reject: `fail` the execution with `ApprovalRejected` (default) or `continue` with
+   * `{approved: false, rejected: true, decision: {approved, approvalId, decidedAt, comment}}`,
+   * for a loop that a Reject ends rather than fails.
+   */
+  readonly onReject?: 'fail' | 'continue';
   /** Where the decision goes: `{approved, approvalId, decidedAt, comment}`. */
   readonly resultPath: string;
 }
@@ -46,6 +70,7 @@ export function approvalRequestFunction(scope: Construct, steps: StepScope): Pip
       description: 'Records an approval request and emails its signed link',
       environment: {
         [ENV.table]: resources.table.tableName,
+        [ENV.bucket]: resources.bucket.bucketName,
         [ENV.signingSecretArn]: resources.signingSecret.secretArn,
         [ENV.senderEmail]: resources.senderEmail,
         [ENV.approvalBaseUrl]: resources.approvalApiUrl,
@@ -57,10 +82,18 @@ export function approvalRequestFunction(scope: Construct, steps: StepScope): Pip
     resources.signingSecret.grantRead(fn);
     const sesIdentities = `arn:${stack.partition}:ses:${stack.region}:${stack.account}:identity/*`;
     fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['ses:SendEmail', 'ses:SendRawEmail'], resources: [sesIdentities] }));
+    // Items documents: GetObject under approvals/ and nothing else (no List, no other prefix).
+    // The platform bucket is SSE-S3, so reading needs no KMS grant.
+    const itemsObjects = resources.bucket.arnForObjects(`${APPROVAL_ITEMS_PREFIX}*`);
+    fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['s3:GetObject'], resources: [itemsObjects] }));
     acknowledgeFindings(fn, [
       {
         id: iam5Resource(fn, sesIdentities),
         reason: 'SES authorizes SendEmail against the identity of the From address and, in the SES sandbox, of each recipient; identity/* of this account and region covers both without hard-coding addresses.',
+      },
+      {
+        id: iam5Resource(fn, itemsObjects),
+        reason: 'Approval items documents are written content-addressed by each pipeline (approvals/<pipeline>/<sha256>.json), so their keys are known only at run time; the grant is GetObject under the approvals/ prefix only.',
       },
     ]);
     return fn;
@@ -73,8 +106,18 @@ export function approvalGate(scope: Construct, stepId: string, props: ApprovalGa
   if (timeout.toSeconds() < 60 || timeout.toSeconds() > 365 * 24 * 3600) {
     throw new ConfigError('timeout', `${timeout.toSeconds()} s`, 'must be between 1 minute and 1 year');
   }
+  if (props.itemsUriPath !== undefined && !/^\$\$?(\.|\[|$)/.test(props.itemsUriPath)) {
+    throw new ConfigError('itemsUriPath', props.itemsUriPath, 'must be a JSONPath starting with "$" (e.g. "$.steps.propose.itemsUri")');
+  }
+  if (props.timeoutPath !== undefined && props.timeout !== undefined) {
+    throw new ConfigError('timeoutPath', props.timeoutPath, 'give timeout or timeoutPath, not both');
+  }
+  if (props.timeoutPath !== undefined && !/^\$(\.|\[)/.test(props.timeoutPath)) {
+    throw new ConfigError('timeoutPath', props.timeoutPath, 'must be a JSONPath starting with "$." (e.g. "$.config.approvalTimeoutSeconds")');
+  }
   const fn = approvalRequestFunction(scope, props.scope);
   acknowledgeOnStateMachine(scope, [invokeGrantFinding(scope, fn.functionArn)]);
+  const within = props.timeoutPath ? 'the configured timeout' : timeout.toHumanString();
   const request = new tasks.LambdaInvoke(scope, stateName(stepId, 'Wait for approval'), {
     lambdaFunction: fn,
     integrationPattern: sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
@@ -84,9 +127,10 @@ export function approvalGate(scope: Construct, stepId: string, props: ApprovalGa
       pipeline: props.scope.pipeline,
       title: props.title,
       details: sfn.JsonPath.objectAt(props.detailsPath),
-      timeoutSeconds: timeout.toSeconds(),
+      ...(props.itemsUriPath === undefined ? {} : { itemsUri: sfn.JsonPath.stringAt(props.itemsUriPath) }),
+      timeoutSeconds: props.timeoutPath ? sfn.JsonPath.numberAt(props.timeoutPath) : timeout.toSeconds(),
     }),
-    taskTimeout: sfn.Timeout.duration(timeout),
+    taskTimeout: props.timeoutPath ? sfn.Timeout.at(props.timeoutPath) : sfn.Timeout.duration(timeout),
     retryOnServiceExceptions: false,
     resultPath: props.resultPath,
   });
@@ -96,7 +140,7 @@ export function approvalGate(scope: Construct, stepId: string, props: ApprovalGa
     request.addCatch(
       new sfn.Fail(scope, stateName(stepId, 'Timed out'), {
         error: 'ApprovalTimedOut',
-        cause: `No decision on "${props.title}" within ${timeout.toHumanString()}`,
+        cause: `No decision on "${props.title}" within ${within}`,
       }),
       { errors: ['States.Timeout'] },
     );
@@ -108,6 +152,16 @@ export function approvalGate(scope: Construct, stepId: string, props: ApprovalGa
       }).next(done),
       // Keep the state: the Catch's default ResultPath "$" would replace it with the error.
       { errors: ['States.Timeout'], resultPath: sfn.JsonPath.DISCARD },
+    );
+  }
+  if (props.onReject === 'continue') {
+    // The approval API fails the task with ApprovalRejected and the decision as its cause (JSON).
+    request.addCatch(
+      new sfn.Pass(scope, stateName(stepId, 'Rejected'), {
+        parameters: { approved: false, rejected: true, 'decision.$': `States.StringToJson(${props.resultPath}.Cause)` },
+        resultPath: props.resultPath,
+      }).next(done),
+      { errors: [APPROVAL_REJECTED], resultPath: props.resultPath },
     );
   }
   return sfn.Chain.start(request).next(done);

@@ -3,6 +3,10 @@
  * The image is built from batch-jobs/ (so the job's Dockerfile can copy batch-jobs/common),
  * user-code retries are Batch attempts (spot reclaims retried, application errors not),
  * and the metadata lets the embedded runtime run the same entrypoint as a child process.
+ *
+ * A Node job (the `entry` prop: a TypeScript file in the job folder) is built from the
+ * repository root instead, because its image bundles shared/ with the package files; the image
+ * runs the bundle (`node main.mjs`), the embedded runtime runs the entry itself under tsx.
  */
 import { Duration, Size } from 'aws-cdk-lib';
 import {
@@ -25,7 +29,7 @@ import { existsSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import { ConfigError } from '#shared/errors.ts';
 import { ENV } from '#shared/table.ts';
-import { jobCodeVersion, REPO_ROOT, type CodeVersion } from './code-version.ts';
+import { jobCodeVersion, nodeJobCodeVersion, REPO_ROOT, type CodeVersion } from './code-version.ts';
 import { META } from './function.ts';
 import { acknowledgeFindings, s3GrantFindings } from './nag-findings.ts';
 import type { StepResources } from './resources.ts';
@@ -33,8 +37,16 @@ import type { StepResources } from './resources.ts';
 export interface BatchJobProps {
   /** Folder name under batch-jobs/. */
   readonly job: string;
-  /** Command run in the image's working directory. Default: `python3 main.py`. */
+  /** Command run in the image's working directory. Default: `python3 main.py`. Not with `entry`. */
   readonly command?: string[];
+  /**
+   * Makes this a Node job: its TypeScript entry, relative to the job folder (e.g. `main.ts`).
+   * The image is built from the repository root with the job's Dockerfile, which must bundle
+   * the entry to `main.mjs` in its working directory; the container runs `node main.mjs`, the
+   * embedded runtime `node --import tsx <entry>` in the job folder. The code version covers
+   * every file the entry bundles (shared/ included) and the job folder. Default: a Python job.
+   */
+  readonly entry?: string;
   /** GPUs per job; 0 runs on the Fargate (CPU) queue. Default: 0. */
   readonly gpus?: number;
   /** vCPUs per job. Default: 2 (CPU) or 4 (GPU). */
@@ -70,9 +82,13 @@ export class BatchJob extends Construct {
     if (!Number.isInteger(attempts) || attempts < 1 || attempts > 10) {
       throw new ConfigError('attempts', attempts, 'must be an integer from 1 to 10 (the Batch limit)');
     }
+    if (props.entry !== undefined) checkEntry(props.job, jobDir, props.entry, props.command);
     this.jobDir = jobDir;
-    this.codeVersion = jobCodeVersion(jobDir, props.salt);
-    const command = props.command ?? ['python3', 'main.py'];
+    this.codeVersion =
+      props.entry === undefined ? jobCodeVersion(jobDir, props.salt) : nodeJobCodeVersion(jobDir, join(jobDir, props.entry), props.salt);
+    const command = props.entry === undefined ? (props.command ?? ['python3', 'main.py']) : [...NODE_JOB_COMMAND];
+    // What the embedded runtime runs in the job folder: the same entrypoint, unbundled for Node jobs.
+    const localCommand = props.entry === undefined ? command : ['node', '--import', 'tsx', props.entry];
     const { resources } = props;
 
     const jobRole = new Role(this, 'JobRole', { assumedBy: new ServicePrincipal('ecs-tasks.amazonaws.com') });
@@ -92,10 +108,16 @@ export class BatchJob extends Construct {
       removalPolicy: RemovalPolicy.DESTROY,
     });
     const common = {
-      image: ContainerImage.fromAsset(join(REPO_ROOT, 'batch-jobs'), { file: `${props.job}/Dockerfile` }),
+      image:
+        props.entry === undefined
+          ? ContainerImage.fromAsset(join(REPO_ROOT, 'batch-jobs'), { file: `${props.job}/Dockerfile` })
+          : ContainerImage.fromAsset(REPO_ROOT, { file: `batch-jobs/${props.job}/Dockerfile`, exclude: nodeJobContextExcludes(props.job) }),
       command,
       jobRole,
-      environment: { [ENV.bucket]: resources.bucket.bucketName, PYTHONUNBUFFERED: '1', ...props.environment },
+      environment:
+        props.entry === undefined
+          ? { [ENV.bucket]: resources.bucket.bucketName, PYTHONUNBUFFERED: '1', ...props.environment }
+          : { [ENV.bucket]: resources.bucket.bucketName, ...props.environment },
       logging: LogDrivers.awsLogs({ streamPrefix: props.job, logGroup }),
     };
     const container =
@@ -135,7 +157,30 @@ export class BatchJob extends Construct {
     this.queue = gpus > 0 ? resources.gpuQueue : resources.cpuQueue;
     const cfn = this.jobDefinition.node.defaultChild as CfnJobDefinition;
     cfn.addMetadata(META.jobDir, relative(REPO_ROOT, jobDir).split(sep).join('/'));
-    cfn.addMetadata(META.jobCommand, command);
+    cfn.addMetadata(META.jobCommand, localCommand);
     cfn.addMetadata(META.codeVersion, this.codeVersion.hash);
+  }
+}
+
+/** The container command of every Node job: its Dockerfile bundles the entry to main.mjs. */
+export const NODE_JOB_COMMAND: readonly string[] = ['node', 'main.mjs'];
+
+/**
+ * Docker ignore patterns for a Node job's build context (the repository root): everything except
+ * the package files, shared/ and the job's own folder. An allow-list keeps the context small
+ * (no node_modules, .git, .local, cdk.out, test data or bench results) and keeps the image's
+ * asset hash from changing when an unrelated file does. CDK adds the Dockerfile back itself.
+ */
+export function nodeJobContextExcludes(job: string): string[] {
+  return ['*', '!package.json', '!package-lock.json', '!shared', `!batch-jobs/${job}`, '**/node_modules', '**/.DS_Store'];
+}
+
+function checkEntry(job: string, jobDir: string, entry: string, command: readonly string[] | undefined): void {
+  if (!/^[\w-]+(?:\/[\w-]+)*\.ts$/.test(entry)) {
+    throw new ConfigError('entry', entry, 'must be a .ts file inside the job folder, relative to it (e.g. "main.ts")');
+  }
+  if (!existsSync(join(jobDir, entry))) throw new ConfigError('entry', entry, `batch-jobs/${job}/${entry} does not exist`);
+  if (command !== undefined) {
+    throw new ConfigError('command', command, `a Node job (entry ${JSON.stringify(entry)}) always runs ${JSON.stringify(NODE_JOB_COMMAND)}; set one or the other`);
   }
 }

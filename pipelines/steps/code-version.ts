@@ -7,6 +7,8 @@
  *   metafile lists them) plus name@version of every third-party package it bundles.
  * - Batch job: every file in its folder (Dockerfile and requirements included) plus every
  *   file of batch-jobs/common, which each job image copies in.
+ * - Node Batch job (a TypeScript entry): its entry's handler-style version (the bundle's
+ *   first-party files, shared/ included, and package versions) plus every file in its folder.
  */
 import { buildSync } from 'esbuild';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
@@ -78,6 +80,23 @@ export function jobCodeVersion(jobDir: string, salt?: string): CodeVersion {
     for (const file of listFiles(dir)) {
       components[relative(REPO_ROOT, file).split(sep).join('/')] = sha256Hex(readFileSync(file));
     }
+  }
+  const version = fromComponents(components, salt);
+  memo.set(memoKey, version);
+  return version;
+}
+
+/**
+ * Code version of a Node Batch job: what its entry bundles (as for a handler) plus every file in
+ * its folder (the Dockerfile, the build script). batch-jobs/common is Python and not part of it.
+ */
+export function nodeJobCodeVersion(jobDir: string, entry: string, salt?: string): CodeVersion {
+  const memoKey = `node-job:${jobDir}:${entry}:${salt ?? ''}`;
+  const cached = memo.get(memoKey);
+  if (cached) return cached;
+  const components: Record<string, string> = { ...handlerCodeVersion(entry).components };
+  for (const file of listFiles(jobDir)) {
+    components[relative(REPO_ROOT, file).split(sep).join('/')] = sha256Hex(readFileSync(file));
   }
   const version = fromComponents(components, salt);
   memo.set(memoKey, version);

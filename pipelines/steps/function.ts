@@ -25,17 +25,30 @@ export const META = {
 /** onnxruntime-node and what it needs at run time (adm-zip and global-agent serve only its installer). */
 const ONNX_PACKAGES = ['onnxruntime-node', 'onnxruntime-common'] as const;
 
-/** Lambda runs linux-x64 here (Architecture.X86_64): every other platform's binary is dead weight. */
-const onnxRuntimeHooks: ICommandHooks = {
-  beforeBundling: () => [],
-  beforeInstall: () => [],
-  afterBundling: (_inputDir: string, outputDir: string) => [
-    `mkdir -p "${outputDir}/node_modules"`,
-    ...ONNX_PACKAGES.map((p) => `cp -R "${REPO_ROOT}/node_modules/${p}" "${outputDir}/node_modules/"`),
-    `find "${outputDir}/node_modules/onnxruntime-node/bin" -mindepth 2 -maxdepth 2 ! -name linux -exec rm -rf {} +`,
-    `find "${outputDir}/node_modules/onnxruntime-node/bin" -mindepth 3 -maxdepth 3 -path '*/linux/*' ! -name x64 -exec rm -rf {} +`,
-  ],
-};
+/**
+ * RDKit's WebAssembly build: its loader finds RDKit_minimal.wasm beside the script that loads it
+ * (emscripten's scriptDirectory, from __dirname, which an ESM bundle does not define), so the
+ * package ships unbundled next to the bundle, as a module of its own.
+ */
+const RDKIT_PACKAGES = ['@rdkit/rdkit'] as const;
+
+/** Copies shipped packages next to the bundle, keeping only what Lambda (linux-x64) runs. */
+function shippedPackageHooks(packages: readonly string[]): ICommandHooks {
+  return {
+    beforeBundling: () => [],
+    beforeInstall: () => [],
+    afterBundling: (_inputDir: string, outputDir: string) => [
+      ...packages.map((p) => `mkdir -p "${outputDir}/node_modules/${p}" && cp -R "${REPO_ROOT}/node_modules/${p}/." "${outputDir}/node_modules/${p}/"`),
+      // Lambda runs linux-x64 here (Architecture.X86_64): every other platform's binary is dead weight.
+      ...(packages.includes('onnxruntime-node')
+        ? [
+            `find "${outputDir}/node_modules/onnxruntime-node/bin" -mindepth 2 -maxdepth 2 ! -name linux -exec rm -rf {} +`,
+            `find "${outputDir}/node_modules/onnxruntime-node/bin" -mindepth 3 -maxdepth 3 -path '*/linux/*' ! -name x64 -exec rm -rf {} +`,
+          ]
+        : []),
+    ],
+  };
+}
 
 export interface PipelineFunctionProps {
   /** Absolute path of the handler's TypeScript module. */
@@ -56,6 +69,8 @@ export interface PipelineFunctionProps {
    * every platform's (288 MB), over Lambda's 250 MB unzipped limit. Default: false.
    */
   readonly onnxRuntime?: boolean;
+  /** Ship RDKit's WebAssembly build (@rdkit/rdkit, 7 MB) next to the bundle. Default: false. */
+  readonly rdkit?: boolean;
   /** Changes the code version on purpose, invalidating cached results of this function. */
   readonly salt?: string;
   /** Description shown in the console. */
@@ -71,6 +86,7 @@ export class PipelineFunction extends NodejsFunction {
     if (memorySize < 128 || memorySize > 10240) {
       throw new ConfigError('memorySize', memorySize, 'must be between 128 and 10240 MiB');
     }
+    const shipped = [...(props.onnxRuntime ? ONNX_PACKAGES : []), ...(props.rdkit ? RDKIT_PACKAGES : [])];
     const logGroup = new LogGroup(scope, `${id}Logs`, {
       retention: props.logRetention ?? RetentionDays.ONE_MONTH,
       removalPolicy: RemovalPolicy.DESTROY,
@@ -92,14 +108,14 @@ export class PipelineFunction extends NodejsFunction {
         target: 'node22',
         sourceMap: true,
         // The SDK is bundled at the pinned versions rather than taken from the runtime.
-        externalModules: props.onnxRuntime ? [...ONNX_PACKAGES] : [],
-        commandHooks: props.onnxRuntime ? onnxRuntimeHooks : undefined,
+        externalModules: shipped,
+        commandHooks: shipped.length ? shippedPackageHooks(shipped) : undefined,
         mainFields: ['module', 'main'],
         banner: "import { createRequire as __createRequire } from 'module'; const require = __createRequire(import.meta.url);",
         forceDockerBundling: false,
       },
     });
-    this.codeVersion = handlerCodeVersion(props.entry, props.salt, props.onnxRuntime ? ONNX_PACKAGES : []);
+    this.codeVersion = handlerCodeVersion(props.entry, props.salt, shipped);
     const cfn = this.node.defaultChild as CfnFunction;
     cfn.addMetadata(META.entry, relative(REPO_ROOT, props.entry).split(sep).join('/'));
     cfn.addMetadata(META.handler, props.handler ?? 'handler');

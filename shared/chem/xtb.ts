@@ -74,7 +74,96 @@ export async function startGeometry(smiles: string, seed: number, offset = 0.15)
     const b = Number(line.slice(3, 6)) - 1;
     bonds.push(a < b ? [a, b] : [b, a]);
   }
+  placeHydrogens(atoms, bonds);
   return { atoms, bonds };
+}
+
+/** X-H bond length (Angstrom) of the starting geometry; the optimisation refines it. */
+const XH_LENGTH = 1.05;
+/** The angle between a tetrahedral X-H bond and the opposite direction of X's heavy neighbour. */
+const TETRAHEDRAL_TILT = (70.5 * Math.PI) / 180;
+
+/**
+ * Puts the hydrogens of an atom that carries two or three out of the 2D plane, tetrahedrally, at
+ * X-H bond length. RDKit's 2D layout draws them flat, and two methyl groups on one nitrogen then
+ * hold hydrogens 1.1 Angstrom apart, which xtb joins into H2: every N(CH3)2 molecule failed the
+ * bond check from any seed. A single hydrogen keeps its 2D direction.
+ */
+function placeHydrogens(atoms: Atom[], bonds: readonly [number, number][]): void {
+  const neighbours = atoms.map(() => [] as number[]);
+  for (const [a, b] of bonds) {
+    neighbours[a]!.push(b);
+    neighbours[b]!.push(a);
+  }
+  atoms.forEach((heavy, x) => {
+    if (heavy.element === 'H') return;
+    const hs = neighbours[x]!.filter((n) => atoms[n]!.element === 'H');
+    const others = neighbours[x]!.filter((n) => atoms[n]!.element !== 'H');
+    if (hs.length === 0) return;
+    // w: the in-plane direction pointing away from the heavy neighbours (or towards the first H).
+    let wx = 0;
+    let wy = 0;
+    for (const n of others) {
+      const dx = heavy.x - atoms[n]!.x;
+      const dy = heavy.y - atoms[n]!.y;
+      const d = Math.hypot(dx, dy) || 1;
+      wx += dx / d;
+      wy += dy / d;
+    }
+    if (Math.hypot(wx, wy) < 1e-6) {
+      wx = atoms[hs[0]!]!.x - heavy.x;
+      wy = atoms[hs[0]!]!.y - heavy.y;
+    }
+    const wn = Math.hypot(wx, wy) || 1;
+    wx /= wn;
+    wy /= wn;
+    const vx = -wy; // in-plane, perpendicular to w
+    const vy = wx;
+    const place = (h: number, along: number, side: number, up: number) => {
+      const dx = along * wx + side * vx;
+      const dy = along * wy + side * vy;
+      const dz = up;
+      const d = Math.hypot(dx, dy, dz);
+      const atom = atoms[h]!;
+      atom.x = heavy.x + (XH_LENGTH * dx) / d;
+      atom.y = heavy.y + (XH_LENGTH * dy) / d;
+      atom.z = heavy.z + (XH_LENGTH * dz) / d;
+    };
+    if (hs.length === 1) {
+      // Keeps its direction (with the seeded out-of-plane offsets), at bond length.
+      const h = atoms[hs[0]!]!;
+      const dx = h.x - heavy.x;
+      const dy = h.y - heavy.y;
+      const dz = h.z - heavy.z;
+      const d = Math.hypot(dx, dy, dz) || 1;
+      h.x = heavy.x + (XH_LENGTH * dx) / d;
+      h.y = heavy.y + (XH_LENGTH * dy) / d;
+      h.z = heavy.z + (XH_LENGTH * dz) / d;
+      return;
+    }
+    if (hs.length === 2 && others.length >= 2) {
+      // Between two heavy neighbours: above and below the plane, along the outer bisector.
+      hs.forEach((h, k) => place(h, Math.cos((54.75 * Math.PI) / 180), 0, (k === 0 ? 1 : -1) * Math.sin((54.75 * Math.PI) / 180)));
+      return;
+    }
+    if (others.length === 0) {
+      // No heavy neighbour (methane, water, ammonia): the corners of a tetrahedron.
+      const corners = [[1, 1, 1], [-1, -1, 1], [-1, 1, -1], [1, -1, -1]] as const;
+      hs.forEach((h, k) => {
+        const [cx, cy, cz] = corners[k % 4]!;
+        const atom = atoms[h]!;
+        atom.x = heavy.x + (XH_LENGTH * cx) / Math.sqrt(3);
+        atom.y = heavy.y + (XH_LENGTH * cy) / Math.sqrt(3);
+        atom.z = heavy.z + (XH_LENGTH * cz) / Math.sqrt(3);
+      });
+      return;
+    }
+    // One heavy neighbour: a cone of hydrogens around w, 120 degrees apart.
+    hs.forEach((h, k) => {
+      const phi = (2 * Math.PI * k) / Math.max(hs.length, 3);
+      place(h, Math.cos(TETRAHEDRAL_TILT), Math.sin(TETRAHEDRAL_TILT) * Math.cos(phi), Math.sin(TETRAHEDRAL_TILT) * Math.sin(phi));
+    });
+  });
 }
 
 export function toXyz(atoms: readonly Atom[], comment = ''): string {

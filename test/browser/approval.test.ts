@@ -1,18 +1,22 @@
 /**
  * The approval gate end to end, in headless Chromium, on the embedded runtime: the probe
  * pipeline stops at "approve", the approval-request Lambda emails a signed link to the outbox,
- * and a person opens it and decides on the page served by the approval API on loopback.
+ * and a person opens it and decides on the page served by the approval API on loopback. With
+ * an items document (a batch of molecules drawn by RDKit), the email and the page list the
+ * batch, drawings as images.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { HeadObjectCommand } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, HeadObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { chromium, type Browser, type Page, type Response as PageResponse } from 'playwright-core';
 import type { Execution, LocalRuntime } from '#infra/local/runtime.ts';
-import { approvalLink, csrfToken, linkSignature } from '#shared/approval.ts';
+import { approvalDigest, approvalLink, csrfToken, linkSignature } from '#shared/approval.ts';
+import { moleculeSvg } from '#shared/chem/pool.ts';
 import { dynamoClient, s3Client } from '#shared/clients/aws.ts';
+import { canonicalJson, sha256Hex } from '#shared/json.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';
 import { approvalKey, artifactVersionKey } from '#shared/table.ts';
 import {
@@ -44,9 +48,9 @@ interface Waiting {
 }
 
 /** Starts a probe run that needs approval and returns once it waits at the gate, with its email. */
-async function startWaitingRun(label: string): Promise<Waiting> {
+async function startWaitingRun(label: string, config: Record<string, unknown> = {}): Promise<Waiting> {
   const emailed = nextEmail(rt);
-  const execution = rt.startExecution('probe', probeInput({ approve: true, label }));
+  const execution = rt.startExecution('probe', probeInput({ approve: true, label, ...config }));
   const file = await Promise.race([
     emailed,
     execution.done.then((record) => {
@@ -340,3 +344,135 @@ describe('approval page in a browser', () => {
     }
   });
 });
+
+// ---- a batch of items ----------------------------------------------------------------------
+
+/** A drawing that would run script and fetch from the network if it were inlined into the page. */
+const HOSTILE_SVG =
+  "<svg xmlns='http://www.w3.org/2000/svg' xmlns:xlink='http://www.w3.org/1999/xlink' width='120' height='40' onload='alert(1)'>" +
+  "<script>alert('svg script')</script><image xlink:href='http://127.0.0.1:9/beacon.png' width='1' height='1'/>" +
+  "<rect width='120' height='40' fill='#ddd'/><text x='4' y='25'>not a molecule</text></svg>";
+
+/** Writes an items document as a producer does (content-addressed under approvals/) and returns its URI. */
+async function writeItemsDocument(doc: unknown): Promise<string> {
+  const bucket = rt.resources.buckets[0]!;
+  const body = canonicalJson(doc);
+  const key = `approvals/probe/${sha256Hex(body)}.json`;
+  await s3Client().send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body, ContentType: 'application/json' }));
+  return `s3://${bucket}/${key}`;
+}
+
+async function moleculeBatch(label: string) {
+  const molecules = [
+    { smiles: 'c1ccccc1O', predicted: '1.42 ± 0.10 eV', arm: 'exploit' },
+    { smiles: 'O=C1C=CC(=O)C=C1', predicted: '0.87 ± 0.25 eV', arm: 'explore' },
+  ];
+  return {
+    caption: `Batch ${label}`,
+    columns: [
+      { key: 'smiles', label: 'SMILES' },
+      { key: 'predicted', label: 'Predicted gap' },
+      { key: 'arm', label: 'Arm' },
+    ],
+    items: [
+      ...(await Promise.all(molecules.map(async (values) => ({ values, svg: await moleculeSvg(values.smiles, { width: 220, height: 160 }) })))),
+      { values: { smiles: '<b>C</b>', predicted: 'n/a', arm: 'random' }, svg: HOSTILE_SVG },
+    ],
+  };
+}
+
+describe('approval page with a batch of items', () => {
+  it('the email and the page list the batch, drawings as images; Approve resumes the run', { timeout: TEST_TIMEOUT_MS }, async () => {
+    const itemsUri = await writeItemsDocument(await moleculeBatch('approve'));
+    const run = await startWaitingRun('items', { approvalItemsUri: itemsUri });
+
+    // The email: a line per item in the text part, the table with image drawings in the HTML part.
+    assert.ok(run.email.text.includes('Items (3): Batch approve'), run.email.text);
+    assert.ok(run.email.text.includes('  1. SMILES: c1ccccc1O | Predicted gap: 1.42 ± 0.10 eV | Arm: exploit'), run.email.text);
+    assert.ok(run.email.text.includes('  3. SMILES: <b>C</b> | Predicted gap: n/a | Arm: random'), run.email.text);
+    assert.equal((run.email.html.match(/<tr data-item-index="\d+">/g) ?? []).length, 3);
+    assert.equal((run.email.html.match(/<img alt="[^"]+" src="data:image\/svg\+xml;base64,/g) ?? []).length, 3);
+    assert.ok(!run.email.html.includes('<svg') && !run.email.html.includes('<script'));
+
+    const item = await approvalItem(run.id);
+    assert.equal(item.itemsUri, itemsUri);
+    assert.equal('items' in item, false, 'the table item holds the URI, not the items');
+    assert.equal(item.digest, approvalDigest({
+      pipeline: 'probe', title: 'Publish the probe summary', details: item.details as Record<string, number>,
+      itemsUri, itemsSha256: String(item.itemsSha256),
+    }));
+
+    const page = await browser.newPage();
+    const dialogs: string[] = [];
+    const requests: string[] = [];
+    const cspReports: string[] = [];
+    page.on('dialog', (dialog) => {
+      dialogs.push(dialog.message());
+      void dialog.dismiss();
+    });
+    page.on('request', (request) => requests.push(request.url()));
+    page.on('console', (message) => {
+      if (/Content Security Policy/i.test(message.text())) cspReports.push(message.text());
+    });
+    try {
+      assert.equal((await page.goto(run.link))?.status(), 200);
+      assert.equal(await page.locator('#items caption').textContent(), 'Batch approve');
+      const rows = await page.locator('#items tbody tr').evaluateAll((trs) =>
+        trs.map((tr) => ({
+          index: tr.getAttribute('data-item-index'),
+          cells: [...tr.querySelectorAll('td[data-column]')].map((td) => td.textContent),
+          images: [...tr.querySelectorAll('img')].map((img) => ({
+            alt: img.alt,
+            scheme: img.src.slice(0, img.src.indexOf(',') + 1),
+            // Decoded and drawn: a blocked or broken image has naturalWidth 0.
+            drawn: img.complete && img.naturalWidth > 0,
+          })),
+        })),
+      );
+      const image = (alt: string) => [{ alt, scheme: 'data:image/svg+xml;base64,', drawn: true }];
+      assert.deepEqual(rows, [
+        { index: '0', cells: ['c1ccccc1O', '1.42 ± 0.10 eV', 'exploit'], images: image('Drawing of item 1: c1ccccc1O') },
+        { index: '1', cells: ['O=C1C=CC(=O)C=C1', '0.87 ± 0.25 eV', 'explore'], images: image('Drawing of item 2: O=C1C=CC(=O)C=C1') },
+        { index: '2', cells: ['<b>C</b>', 'n/a', 'random'], images: image('Drawing of item 3: <b>C</b>') },
+      ]);
+      // The drawings stayed images: no SVG, script or bold text entered the page, and the
+      // hostile drawing ran nothing and fetched nothing.
+      assert.equal(await page.locator('svg, script, b').count(), 0);
+      await page.waitForLoadState('networkidle');
+      assert.deepEqual(dialogs, []);
+      assert.deepEqual(requests.filter((url) => !url.startsWith(rt.approvalApiUrl) && !url.startsWith('data:')), []);
+      assert.deepEqual(cspReports, [], 'the data: images are allowed by the page CSP');
+
+      const decided = await clickDecision(page, '#approve');
+      assert.equal(decided.status(), 200);
+      assert.equal(await page.locator('h1').textContent(), 'Approved');
+    } finally {
+      await page.close();
+    }
+    const record = await finished(run);
+    assert.equal(record.status, 'SUCCEEDED', `${record.error}: ${record.cause}`);
+    assert.equal((await approvalItem(run.id)).state, 'APPROVED');
+  });
+
+  it('says so on the page when the items document is gone, and can still be rejected', { timeout: TEST_TIMEOUT_MS }, async () => {
+    const itemsUri = await writeItemsDocument(await moleculeBatch('gone'));
+    const run = await startWaitingRun('items-gone', { approvalItemsUri: itemsUri });
+    const where = parseS3Uri(itemsUri);
+    await s3Client().send(new DeleteObjectCommand({ Bucket: where.Bucket, Key: where.Key }));
+    const page = await browser.newPage();
+    try {
+      assert.equal((await page.goto(run.link))?.status(), 200);
+      assert.match((await page.locator('#items-notice').textContent()) ?? '', /cannot be shown: their document s3:\/\/\S+ is gone/);
+      assert.equal(await page.locator('#items').count(), 0);
+      assert.equal(await page.locator('#state').textContent(), 'PENDING');
+      const decided = await clickDecision(page, '#reject');
+      assert.equal(decided.status(), 200);
+    } finally {
+      await page.close();
+    }
+    const record = await finished(run);
+    assert.equal(record.status, 'FAILED');
+    assert.equal(record.error, 'ApprovalRejected');
+  });
+});
+

@@ -207,6 +207,25 @@ describe('PlatformStack template', () => {
     assert.equal(callback?.Resource, '*');
   });
 
+  it('lets the approval Lambda read the items documents under approvals/ of the bucket, and nothing else there', () => {
+    const functions = template.findResources('AWS::Lambda::Function', {
+      Properties: { Description: 'Approval page (GET) and decision (POST) for approval gates.' },
+    });
+    const [fn] = Object.values(functions) as { Properties: { Role: { 'Fn::GetAtt': [string, string] } } }[];
+    assert.ok(fn, 'the approval API function');
+    const role = fn.Properties.Role['Fn::GetAtt'][0];
+    type Policy = { Properties: { Roles: { Ref: string }[]; PolicyDocument: { Statement: { Action: string | string[]; Resource: unknown }[] } } };
+    const statements = (Object.values(template.findResources('AWS::IAM::Policy')) as Policy[])
+      .filter((p) => p.Properties.Roles.some((r) => r.Ref === role))
+      .flatMap((p) => p.Properties.PolicyDocument.Statement);
+    const s3 = statements.filter((st) => [st.Action].flat().some((action) => action.startsWith('s3:')));
+    assert.equal(s3.length, 1, JSON.stringify(s3));
+    assert.equal(s3[0]!.Action, 's3:GetObject');
+    const bucketId = Object.keys(template.findResources('AWS::S3::Bucket')).find((id) => /^Bucket[0-9A-F]{8}$/.test(id));
+    assert.ok(bucketId, 'the pipelines bucket');
+    assert.deepEqual(s3[0]!.Resource, { 'Fn::Join': ['', [{ 'Fn::GetAtt': [bucketId, 'Arn'] }, '/approvals/*']] });
+  });
+
   it('sets a retention on every log group, and gives every Lambda a log group', () => {
     const groups = template.findResources('AWS::Logs::LogGroup');
     assert.ok(Object.keys(groups).length >= 4, 'flow logs, access logs, two function log groups');

@@ -6,13 +6,14 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { Duration, Stack } from 'aws-cdk-lib';
-import { Template } from 'aws-cdk-lib/assertions';
+import { Duration, Stack, Validations } from 'aws-cdk-lib';
+import { Match, Template } from 'aws-cdk-lib/assertions';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { StateMachineDefinition } from 'aws-local-stepfunctions';
 import { ConfigError } from '#shared/errors.ts';
 import {
   approvalGate,
+  approvalRequestFunction,
   BatchJob,
   distributedFanOut,
   fanOut,
@@ -29,7 +30,7 @@ import { lowerDistributedMaps } from '#infra/local/distributed-map.ts';
 import { prepareAsl } from '#infra/local/asl-prepass.ts';
 import { buildApp } from '#infra/build-app.ts';
 import { PROBE_PIPELINE } from '../fixtures/probe/stack.ts';
-import { minimalScope } from '../support/stacks.ts';
+import { definitionOf, minimalScope } from '../support/stacks.ts';
 
 // ---- rendering ----------------------------------------------------------------------------
 
@@ -289,6 +290,8 @@ describe('step constructs, rendered: the probe pipeline', () => {
     assert.equal(wait['Resource'], 'arn:aws:states:::lambda:invoke.waitForTaskToken');
     assert.equal(wait['TimeoutSeconds'], 3600);
     assert.equal((wait['Parameters'] as { Payload: Record<string, unknown> }).Payload['taskToken.$'], '$$.Task.Token');
+    // The probe's gate shows the items document its config names (null: none).
+    assert.equal((wait['Parameters'] as { Payload: Record<string, unknown> }).Payload['itemsUri.$'], '$.config.approvalItemsUri');
     const catcher = (wait['Catch'] as Catcher[]).find((c) => c.ErrorEquals.includes('States.Timeout'));
     assert.ok(catcher, 'no Catch for States.Timeout');
     assert.equal(get(catcher.Next).Type, 'Fail');
@@ -429,6 +432,17 @@ describe('step constructs validate their props', () => {
     gate(Duration.minutes(1));
   });
 
+  it('throws when the approval itemsUriPath is not a JSONPath', () => {
+    const gate = (itemsUriPath: string) => {
+      const { stack, steps } = minimalScope();
+      return approvalGate(stack, 'approve', { scope: steps, title: 't', detailsPath: '$.d', resultPath: '$.a', itemsUriPath });
+    };
+    throwsConfigError(() => gate('proposal.itemsUri'), 'itemsUriPath', 'proposal.itemsUri');
+    throwsConfigError(() => gate('s3://bucket/approvals/x.json'), 'itemsUriPath', 's3://bucket/approvals/x.json');
+    gate('$.proposal.itemsUri');
+    gate('$$.Execution.Input.itemsUri');
+  });
+
   it('throws when the artifact name is not lowercase letters, digits and "-"', () => {
     for (const bad of ['Probe-Summary', 'probe_summary', '-probe', 'p'.repeat(64)]) {
       const { stack, steps } = minimalScope();
@@ -475,3 +489,62 @@ describe('step constructs validate their props', () => {
     new PipelineFunction(stack, 'Smallest', { entry: SQUARE_ENTRY, memorySize: 128 });
   });
 });
+
+describe('approval gate with items', () => {
+  type Statement = { Action: string | string[]; Resource: unknown; Effect: string };
+  /** The gate in a state machine of a minimal stack, and the template. */
+  function gateTemplate(props: { itemsUriPath?: string }) {
+    const { stack, steps } = minimalScope();
+    const chain = approvalGate(stack, 'approve', { scope: steps, title: 'Measure a batch', detailsPath: '$.details', resultPath: '$.approval', ...props });
+    new sfn.StateMachine(stack, 'Machine', { definitionBody: sfn.DefinitionBody.fromChainable(chain) });
+    const template = Template.fromStack(stack);
+    const payload = (definitionOf(template).States['approve: Wait for approval']!.Parameters as { Payload: Record<string, unknown> }).Payload;
+    return { template, payload };
+  }
+
+  /** The statements of the approval-request function's role policies. */
+  function requestFunctionStatements(template: Template): Statement[] {
+    const functions = template.findResources('AWS::Lambda::Function', { Properties: { Description: 'Records an approval request and emails its signed link' } });
+    const [fnId] = Object.keys(functions);
+    assert.ok(fnId, 'the approval-request function');
+    const roleRef = (functions[fnId] as { Properties: { Role: { 'Fn::GetAtt': [string, string] } } }).Properties.Role['Fn::GetAtt'][0];
+    const policies = Object.values(template.findResources('AWS::IAM::Policy')) as { Properties: { Roles: { Ref: string }[]; PolicyDocument: { Statement: Statement[] } } }[];
+    return policies.filter((p) => p.Properties.Roles.some((r) => r.Ref === roleRef)).flatMap((p) => p.Properties.PolicyDocument.Statement);
+  }
+
+  it('passes the items URI to the request Lambda only when itemsUriPath is given', () => {
+    assert.equal(gateTemplate({ itemsUriPath: '$.proposal.itemsUri' }).payload['itemsUri.$'], '$.proposal.itemsUri');
+    const without = gateTemplate({}).payload;
+    assert.equal('itemsUri.$' in without || 'itemsUri' in without, false);
+    assert.deepEqual(Object.keys(without).sort(), ['details.$', 'executionId.$', 'pipeline', 'taskToken.$', 'timeoutSeconds', 'title']);
+  });
+
+  it('lets the request Lambda read approvals/* of the bucket and nothing else of it, and tells it the bucket', () => {
+    const { template } = gateTemplate({ itemsUriPath: '$.proposal.itemsUri' });
+    template.hasResourceProperties('AWS::Lambda::Function', {
+      Description: 'Records an approval request and emails its signed link',
+      Environment: { Variables: Match.objectLike({ BUCKET_NAME: 'pipelines-bucket' }) },
+    });
+    const s3Statements = requestFunctionStatements(template).filter((st) => [st.Action].flat().some((a) => a.startsWith('s3:')));
+    assert.deepEqual(s3Statements, [
+      {
+        Action: 's3:GetObject',
+        Effect: 'Allow',
+        Resource: { 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, ':s3:::pipelines-bucket/approvals/*']] },
+      },
+    ]);
+  });
+
+  it('acknowledges the approvals/* wildcard on the request Lambda with a reason', () => {
+    const { stack, steps } = minimalScope();
+    const fn = approvalRequestFunction(stack, steps);
+    const acknowledged = fn.node.metadata
+      .filter((m) => m.type === Validations.ACKNOWLEDGED_RULES_METADATA_KEY)
+      .flatMap((m) => Object.entries(m.data as Record<string, string>));
+    const items = acknowledged.find(([id]) => id.includes('/approvals/*'));
+    assert.ok(items, `no acknowledgement for approvals/*: ${acknowledged.map(([id]) => id).join(', ')}`);
+    assert.match(items[0], /AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:s3:::pipelines-bucket\/approvals\/\*\]$/);
+    assert.match(items[1], /content-addressed/);
+  });
+});
+

@@ -1,14 +1,18 @@
 import { after, before, beforeEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { inspect } from 'node:util';
+import { Readable } from 'node:stream';
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { GetObjectCommand, NoSuchKey, S3Client, S3ServiceException, type GetObjectCommandOutput } from '@aws-sdk/client-s3';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SendEmailCommand, SESv2Client } from '@aws-sdk/client-sesv2';
 import { SendTaskFailureCommand, SendTaskSuccessCommand, SFNClient, SFNServiceException, TaskTimedOut } from '@aws-sdk/client-sfn';
 import { DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { mockClient } from 'aws-sdk-client-mock';
-import { linkSignature } from '#shared/approval.ts';
+import { approvalDigest, linkSignature } from '#shared/approval.ts';
+import { ConfigError, NotFoundError } from '#shared/errors.ts';
+import { sha256Hex } from '#shared/json.ts';
 
 // Handlers read their environment at import time.
 const SIGNING_KEY = 'test-signing-key-0123456789abcdef';
@@ -18,6 +22,7 @@ Object.assign(process.env, {
   SIGNING_SECRET_ARN: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:approval-signing',
   SENDER_EMAIL: 'gate@example.com',
   APPROVAL_BASE_URL: BASE_URL,
+  BUCKET_NAME: 'frontier-bucket',
   APPROVER_EMAIL: 'owner@example.com',
 });
 
@@ -25,6 +30,7 @@ const ddb = mockClient(DynamoDBDocumentClient);
 const sfn = mockClient(SFNClient);
 const ses = mockClient(SESv2Client);
 const secrets = mockClient(SecretsManagerClient);
+const s3 = mockClient(S3Client);
 secrets.on(GetSecretValueCommand).resolves({ SecretString: SIGNING_KEY });
 
 const { handler: requestApproval } = await import('#functions/platform/approval-request/handler.ts');
@@ -53,10 +59,23 @@ before(() => {
 });
 after(() => Object.assign(console, originalConsole));
 
+/** The bucket as the S3 mock serves it: key -> bytes; a missing key is NoSuchKey, as S3 answers. */
+const objects = new Map<string, Buffer>();
+function serveObjects(): void {
+  s3.on(GetObjectCommand).callsFake((input: { Bucket: string; Key: string }) => {
+    const bytes = input.Bucket === 'frontier-bucket' ? objects.get(input.Key) : undefined;
+    if (!bytes) throw new NoSuchKey({ message: 'The specified key does not exist.', $metadata: {} });
+    return { Body: Readable.from([bytes]) as unknown as GetObjectCommandOutput['Body'] };
+  });
+}
+
 beforeEach(() => {
   ddb.reset();
   sfn.reset();
   ses.reset();
+  s3.reset();
+  objects.clear();
+  serveObjects();
   ddb.on(PutCommand).resolves({});
   ddb.on(UpdateCommand).resolves({});
   sfn.on(SendTaskSuccessCommand).resolves({});
@@ -407,3 +426,171 @@ describe('approval-api POST', () => {
     assert.equal(revert!.ExpressionAttributeValues?.[':decidedAt'], decide!.ExpressionAttributeValues?.[':decidedAt']);
   });
 });
+
+// ---- items documents -------------------------------------------------------------------
+
+const ITEMS_KEY = 'approvals/molecules/5d41402abc4b2a76b9719d911017c592.json';
+const ITEMS_URI = `s3://frontier-bucket/${ITEMS_KEY}`;
+const DRAWING = "<?xml version='1.0' encoding='iso-8859-1'?>\n<svg xmlns='http://www.w3.org/2000/svg' width='30' height='20'><script>alert(1)</script><text y='15'>OH</text></svg>";
+const itemsDocument = {
+  caption: 'Round 1',
+  columns: [{ key: 'smiles', label: 'SMILES' }, { key: 'predicted', label: 'Predicted gap' }, { key: 'arm', label: 'Arm' }],
+  items: [
+    { values: { smiles: 'c1ccccc1O', predicted: '1.42 ± 0.10 eV', arm: 'exploit' }, svg: DRAWING },
+    { values: { smiles: 'CC(=O)<b>', predicted: '2.01 ± 0.30 eV', arm: 'random' }, svg: DRAWING },
+  ],
+};
+const itemsEvent = { ...approvalEvent, itemsUri: ITEMS_URI };
+
+function putItems(doc: unknown = itemsDocument): Buffer {
+  const bytes = Buffer.from(JSON.stringify(doc), 'utf8');
+  objects.set(ITEMS_KEY, bytes);
+  return bytes;
+}
+
+const rowIndexes = (html: string) => [...html.matchAll(/<tr data-item-index="(\d+)">/g)].map((m) => Number(m[1]));
+
+describe('approval-request handler with an items document', () => {
+  it('reads the document, stores its URI and sha256 (not the items) and binds the digest to them', async () => {
+    const bytes = putItems();
+    const { item } = await requestAndCapture(itemsEvent);
+    const get = s3.commandCalls(GetObjectCommand);
+    assert.equal(get.length, 1);
+    assert.deepEqual(get[0]!.args[0].input, { Bucket: 'frontier-bucket', Key: ITEMS_KEY });
+    assert.equal(item.itemsUri, ITEMS_URI);
+    assert.equal(item.itemsSha256, sha256Hex(bytes));
+    assert.equal(item.digest, approvalDigest({ ...approvalEvent, itemsUri: ITEMS_URI, itemsSha256: sha256Hex(bytes) }));
+    assert.notEqual(item.digest, approvalDigest(approvalEvent));
+    assert.ok(!JSON.stringify(item).includes('c1ccccc1O') && !JSON.stringify(item).includes('<svg'), 'the item holds no items');
+  });
+
+  it('lists the items in the email: a line each in the text part, a table with image drawings in the HTML part', async () => {
+    putItems();
+    const { decoded } = await requestAndCapture(itemsEvent);
+    assert.ok(decoded.includes('Items (2): Round 1'));
+    assert.ok(decoded.includes('  1. SMILES: c1ccccc1O | Predicted gap: 1.42 ± 0.10 eV | Arm: exploit'));
+    assert.ok(decoded.includes('  2. SMILES: CC(=O)<b> | Predicted gap: 2.01 ± 0.30 eV | Arm: random'));
+    const html = decoded.slice(decoded.indexOf('<!doctype html>'));
+    assert.deepEqual(rowIndexes(html), [0, 1]);
+    assert.ok(html.includes('CC(=3DO)&lt;b&gt;') || html.includes('CC(=O)&lt;b&gt;'));
+    const images = [...html.matchAll(/<img alt="Drawing of item \d: [^"]+" src="data:image\/svg\+xml;base64,([A-Za-z0-9+/=]+)"/g)];
+    assert.equal(images.length, 2);
+    assert.equal(Buffer.from(images[0]![1]!, 'base64').toString('ascii'), DRAWING);
+    assert.ok(!html.includes('<svg') && !html.includes('<script'));
+  });
+
+  it('treats a null itemsUri as no items', async () => {
+    const { item, decoded } = await requestAndCapture({ ...approvalEvent, itemsUri: null });
+    assert.equal(s3.commandCalls(GetObjectCommand).length, 0);
+    assert.equal('itemsUri' in item, false);
+    assert.equal(item.digest, approvalDigest(approvalEvent));
+    assert.ok(!decoded.includes('Items ('));
+  });
+
+  it('refuses a URI outside approvals/ of the bucket before reading, storing or sending anything', async () => {
+    for (const uri of ['s3://frontier-bucket/runs/x.json', 's3://someone-elses-bucket/approvals/x.json']) {
+      await assert.rejects(requestApproval({ ...approvalEvent, itemsUri: uri }), (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.equal(error.field, 'itemsUri');
+        assert.ok(error.message.includes(uri));
+        return true;
+      });
+    }
+    assert.equal(s3.commandCalls(GetObjectCommand).length, 0);
+    assert.equal(ddb.commandCalls(PutCommand).length, 0);
+    assert.equal(ses.commandCalls(SendEmailCommand).length, 0);
+  });
+
+  it('fails with NotFoundError naming the URI when the document is not there, storing nothing', async () => {
+    await assert.rejects(requestApproval(itemsEvent), (error: unknown) => {
+      assert.ok(error instanceof NotFoundError);
+      assert.equal(error.name, 'NotFoundError');
+      assert.match(error.message, new RegExp(`${ITEMS_URI.replaceAll('.', '\\.')} could not be read \\(NoSuchKey\\)`));
+      return true;
+    });
+    assert.equal(ddb.commandCalls(PutCommand).length, 0);
+    assert.equal(ses.commandCalls(SendEmailCommand).length, 0);
+  });
+
+  it('fails with ConfigError naming the field and value of a bad document, storing nothing', async () => {
+    putItems({ ...itemsDocument, items: [{ values: { smiles: 'C', gap: 1.5 } }] });
+    await assert.rejects(requestApproval(itemsEvent), (error: unknown) => {
+      assert.ok(error instanceof ConfigError);
+      assert.equal(error.field, 'approval items.items.0.values.gap');
+      assert.match(error.message, /is not a column.*got 1\.5/);
+      return true;
+    });
+    assert.equal(ddb.commandCalls(PutCommand).length, 0);
+    assert.equal(ses.commandCalls(SendEmailCommand).length, 0);
+  });
+});
+
+describe('approval-api GET with an items document', () => {
+  async function waitingWithItems() {
+    serveObjects();
+    putItems();
+    const captured = await requestAndCapture(itemsEvent);
+    s3.resetHistory();
+    return captured;
+  }
+
+  it('reads the document as the page renders and shows table#items, one row per item, drawings as images', async () => {
+    const { link } = await waitingWithItems();
+    const { response, html } = await getPage(link);
+    assert.equal(response.statusCode, 200);
+    assertPageHeaders(response);
+    assert.match(String(response.headers?.['Content-Security-Policy']), /img-src data:/);
+    assert.deepEqual(s3.commandCalls(GetObjectCommand).map((call) => call.args[0].input), [{ Bucket: 'frontier-bucket', Key: ITEMS_KEY }]);
+    assert.match(html, /<table id="items" class="items">/);
+    assert.deepEqual(rowIndexes(html), [0, 1]);
+    assert.ok(html.includes('<td data-column="smiles">CC(=O)&lt;b&gt;</td>'));
+    assert.equal((html.match(/<img alt="[^"]+" src="data:image\/svg\+xml;base64,/g) ?? []).length, 2);
+    assert.ok(!html.includes('<svg') && !html.includes('<script'));
+    assert.match(html, /<button id="approve"/);
+  });
+
+  it('says the document is gone when S3 has no such key, or answers AccessDenied (its answer without ListBucket)', async () => {
+    for (const error of [
+      new NoSuchKey({ message: 'The specified key does not exist.', $metadata: {} }),
+      new S3ServiceException({ name: 'AccessDenied', $fault: 'client', message: 'Access Denied', $metadata: {} }),
+    ]) {
+      const { link } = await waitingWithItems();
+      s3.on(GetObjectCommand).rejects(error);
+      const { response, html } = await getPage(link);
+      assert.equal(response.statusCode, 200, error.name);
+      assert.match(html, /<p class="notice" id="items-notice">The items of this approval cannot be shown: their document <code id="items-uri">s3:\/\/frontier-bucket\/approvals\/[^<]+<\/code> is gone/);
+      assert.ok(!html.includes('id="items"'));
+      assert.match(html, /id="state">PENDING</);
+      assert.match(html, /<button id="reject"/);
+    }
+  });
+
+  it('says the document changed when its bytes are not those requested', async () => {
+    const { link } = await waitingWithItems();
+    putItems({ ...itemsDocument, items: itemsDocument.items.slice(1) });
+    const { response, html } = await getPage(link);
+    assert.equal(response.statusCode, 200);
+    assert.match(html, /has changed since the request was made/);
+    assert.ok(!html.includes('id="items"'));
+  });
+
+  it('says the document could not be read on another S3 error, and still serves the page', async () => {
+    const { link } = await waitingWithItems();
+    s3.on(GetObjectCommand).rejects(new S3ServiceException({ name: 'SlowDown', $fault: 'server', message: 'Please reduce your request rate.', $metadata: {} }));
+    const { response, html } = await getPage(link);
+    assert.equal(response.statusCode, 200);
+    assert.match(html, /could not be read \(SlowDown\)\. Reload the page/);
+    assert.ok(logged.some((line) => line.includes('could not read the approval items document') && line.includes('SlowDown')));
+  });
+
+  it('decides without reading the document', async () => {
+    const { link } = await waitingWithItems();
+    const { html } = await getPage(link);
+    s3.resetHistory();
+    const response = await post(link, { decision: 'approve', csrf: csrfOf(html) });
+    assert.equal(response.statusCode, 200);
+    assert.equal(s3.commandCalls(GetObjectCommand).length, 0);
+    assert.equal(sfn.commandCalls(SendTaskSuccessCommand).length, 1);
+  });
+});
+

@@ -1,14 +1,17 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  approvalDigest, approvalLink, checkLink, composeMime, csrfToken, decisionOf, decisionUpdate, linkSignature,
-  memoizeAsync, newApprovalId, newApprovalItem, parseApprovalRequest, parseDecisionForm, resolveRecipients,
-  RETAIN_AFTER_EXPIRY_SECONDS, safeEqual, signingKeyFromSecret, taskResultFor, toApprovalView, type ApprovalRequest,
+  approvalDigest, approvalItemsSchema, approvalItemsView, approvalLink, checkItemsUri, checkLink, composeMime, csrfToken,
+  decisionOf, decisionUpdate, linkSignature, MAX_APPROVAL_ITEMS, MAX_ITEM_SVG_BYTES, memoizeAsync, newApprovalId,
+  newApprovalItem, parseApprovalItem, parseApprovalItems, parseApprovalRequest, parseDecisionForm, resolveRecipients,
+  RETAIN_AFTER_EXPIRY_SECONDS, safeEqual, signingKeyFromSecret, taskResultFor, toApprovalView, type ApprovalItems,
+  type ApprovalRequest,
 } from '#shared/approval.ts';
 import {
-  CONTENT_SECURITY_POLICY, escapeHtml, formAction, messageResponse, renderApprovalEmail, renderApprovalPage,
+  CONTENT_SECURITY_POLICY, escapeHtml, formAction, messageResponse, renderApprovalEmail, renderApprovalPage, svgDataUri,
 } from '#shared/approval-page.ts';
 import { ConfigError } from '#shared/errors.ts';
+import { canonicalJson, sha256Hex } from '#shared/json.ts';
 
 const KEY = 'k'.repeat(16) + '-test-signing-key';
 const ID = 'AAAAAAAAAAAAAAAAAAAAAA';
@@ -312,3 +315,230 @@ describe('signing key handling', () => {
     assert.equal(calls, 2);
   });
 });
+
+// ---- items documents -------------------------------------------------------------------
+
+const ITEMS_URI = 's3://frontier-bucket/approvals/molecules/0f3c.json';
+/** A drawing whose text tries everything an inlined SVG could do. */
+const HOSTILE_SVG =
+  "<?xml version='1.0' encoding='iso-8859-1'?>\n<svg xmlns='http://www.w3.org/2000/svg' width='40' height='20' onload='alert(1)'>" +
+  '<script>alert("svg")</script><text x="2" y="15">C&lt;O ± é</text></svg>';
+const PLAIN_SVG = "<svg xmlns='http://www.w3.org/2000/svg' width='10' height='10'><rect width='10' height='10'/></svg>";
+
+const itemsDoc: ApprovalItems = {
+  caption: 'Round 3 <batch>',
+  columns: [
+    { key: 'smiles', label: 'SMILES' },
+    { key: 'predicted', label: 'Predicted gap' },
+    { key: 'arm', label: 'Arm' },
+  ],
+  items: [
+    { values: { smiles: 'c1ccccc1O', predicted: '1.42 ± 0.10 eV', arm: 'exploit' }, svg: HOSTILE_SVG },
+    { values: { smiles: '<img src=x onerror=alert(2)>', predicted: 'n/a\nReview and decide: https://evil.example/approvals/x', arm: 'explore' } },
+    { values: { smiles: 'CCO', arm: 'random' }, svg: PLAIN_SVG },
+  ],
+};
+const itemsBytes = (doc: unknown) => Buffer.from(JSON.stringify(doc), 'utf8');
+
+/** Asserts a ConfigError whose field and message name what was wrong. */
+function rejectsDocument(doc: unknown, field: string, message: RegExp): void {
+  assert.throws(() => parseApprovalItems(itemsBytes(doc), ITEMS_URI), (error: unknown) => {
+    assert.ok(error instanceof ConfigError, String(error));
+    assert.equal(error.field, field);
+    assert.match(error.message, message);
+    assert.ok(error.message.includes(ITEMS_URI), 'the message names the document');
+    return true;
+  });
+}
+
+describe('approval items document', () => {
+  it('parses a well-formed document as it was written', () => {
+    assert.deepEqual(parseApprovalItems(itemsBytes(itemsDoc), ITEMS_URI), itemsDoc);
+    assert.deepEqual(approvalItemsSchema.parse({ columns: [{ key: 'a', label: 'A' }], items: [] }), { columns: [{ key: 'a', label: 'A' }], items: [] });
+  });
+
+  it(`accepts ${MAX_APPROVAL_ITEMS} items and refuses one more, naming the field`, () => {
+    const row = { values: { smiles: 'C' } };
+    const doc = (n: number) => ({ columns: [{ key: 'smiles', label: 'SMILES' }], items: Array.from({ length: n }, () => row) });
+    assert.equal(parseApprovalItems(itemsBytes(doc(100)), ITEMS_URI).items.length, 100);
+    rejectsDocument(doc(101), 'approval items.items', /at most 100|<=100/);
+  });
+
+  it('refuses a drawing over 100 KB (counted in UTF-8 bytes) or one that is not SVG', () => {
+    const svgOf = (bytes: number) => `<svg>${'x'.repeat(bytes - '<svg></svg>'.length)}</svg>`;
+    const doc = (svg: string) => ({ columns: [{ key: 'a', label: 'A' }], items: [{ values: { a: 1 } }, { values: { a: 2 }, svg }] });
+    assert.doesNotThrow(() => parseApprovalItems(itemsBytes(doc(svgOf(MAX_ITEM_SVG_BYTES))), ITEMS_URI));
+    rejectsDocument(doc(svgOf(MAX_ITEM_SVG_BYTES + 1)), 'approval items.items.1.svg', /at most 102400 bytes.*got "<svg>xxx/);
+    // 51,200 two-byte characters: within 100 K characters, over 100 KB.
+    rejectsDocument(doc(`<svg>${'é'.repeat(51_200)}</svg>`), 'approval items.items.1.svg', /at most 102400 bytes/);
+    rejectsDocument(doc('<html><script>alert(1)</script></html>'), 'approval items.items.1.svg', /must be an SVG document.*got "<html><script>/);
+  });
+
+  it('names a value whose key is not a column, a repeated column, a nested value and an unknown field', () => {
+    rejectsDocument({ ...itemsDoc, items: [{ values: { smiles: 'C', gap: 1.2 } }] }, 'approval items.items.0.values.gap', /is not a column \(columns: smiles, predicted, arm\).*got 1\.2/);
+    rejectsDocument({ ...itemsDoc, columns: [...itemsDoc.columns, { key: 'arm', label: 'Arm again' }] }, 'approval items.columns.3.key', /repeats column 2.*got "arm"/);
+    rejectsDocument({ ...itemsDoc, items: [{ values: { smiles: { nested: true } } }] }, 'approval items.items.0.values.smiles', /got \{"nested":true\}/);
+    rejectsDocument({ ...itemsDoc, rows: [] }, 'approval items.(root)', /rows/);
+    rejectsDocument({ ...itemsDoc, columns: [] }, 'approval items.columns', /got \[\]/);
+  });
+
+  it('refuses bytes that are not JSON, naming the document', () => {
+    assert.throws(() => parseApprovalItems(Buffer.from('{"columns": ['), ITEMS_URI), /items document s3:\/\/frontier-bucket\/approvals\/molecules\/0f3c\.json: is not JSON/);
+  });
+
+  it('accepts an items URI under approvals/ of the bucket only', () => {
+    assert.equal(checkItemsUri(ITEMS_URI, 'frontier-bucket'), ITEMS_URI);
+    for (const bad of ['s3://frontier-bucket/runs/molecules/x.json', 's3://other-bucket/approvals/x.json', 's3://frontier-bucket/approvalsx/y.json', 'https://example.com/approvals/x.json']) {
+      assert.throws(() => checkItemsUri(bad, 'frontier-bucket'), (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.equal(error.field, 'itemsUri');
+        assert.ok(error.message.includes(JSON.stringify(bad)), error.message);
+        return true;
+      });
+    }
+  });
+
+  it('reads the request field: an s3 URI, or null for none', () => {
+    assert.equal(parseApprovalRequest({ ...request, itemsUri: ITEMS_URI }).itemsUri, ITEMS_URI);
+    assert.equal(parseApprovalRequest({ ...request, itemsUri: null }).itemsUri, undefined);
+    assert.equal('itemsUri' in parseApprovalRequest(request), false);
+    assert.throws(() => parseApprovalRequest({ ...request, itemsUri: 'approvals/x.json' }), /approval request\.itemsUri: expected s3:\/\/bucket\/key \(got "approvals\/x\.json"\)/);
+  });
+});
+
+describe('approvals bound to an items document', () => {
+  const sha256 = sha256Hex(itemsBytes(itemsDoc));
+
+  it('digests exactly as before when there are no items', () => {
+    const subject = { pipeline: 'p', title: 't', details: { a: 1 } };
+    assert.equal(approvalDigest(subject), sha256Hex(canonicalJson(subject)));
+  });
+
+  it('binds the digest to the items URI and the bytes read', () => {
+    const plain = { pipeline: 'p', title: 't', details: { a: 1 } };
+    const bound = approvalDigest({ ...plain, itemsUri: ITEMS_URI, itemsSha256: sha256 });
+    assert.notEqual(bound, approvalDigest(plain));
+    assert.notEqual(bound, approvalDigest({ ...plain, itemsUri: `${ITEMS_URI}x`, itemsSha256: sha256 }));
+    assert.notEqual(bound, approvalDigest({ ...plain, itemsUri: ITEMS_URI, itemsSha256: sha256Hex('other') }));
+  });
+
+  it('stores the URI and its sha256 on the item, never the items', () => {
+    const { item } = newApprovalItem({ ...request, itemsUri: ITEMS_URI }, ID, new Date(NOW * 1000), ['a@example.com'], { sha256 });
+    assert.equal(item.itemsUri, ITEMS_URI);
+    assert.equal(item.itemsSha256, sha256);
+    assert.equal(item.digest, approvalDigest({ ...request, itemsUri: ITEMS_URI, itemsSha256: sha256 }));
+    assert.ok(!JSON.stringify(item).includes('c1ccccc1O'), 'no item value is stored');
+    assert.deepEqual(parseApprovalItem(item), item);
+    const { item: plain } = newApprovalItem(request, ID, new Date(NOW * 1000), ['a@example.com']);
+    assert.equal('itemsUri' in plain, false);
+    assert.equal(plain.digest, approvalDigest(request));
+    assert.throws(() => newApprovalItem({ ...request, itemsUri: ITEMS_URI }, ID, new Date(NOW * 1000), ['a@example.com']), /itemsUri/);
+    assert.throws(() => parseApprovalItem({ ...item, itemsSha256: undefined }), /approval item\.itemsSha256/);
+  });
+
+  it('shows the document only while its bytes are the ones requested', () => {
+    const bytes = itemsBytes(itemsDoc);
+    assert.deepEqual(approvalItemsView(ITEMS_URI, sha256, bytes), { status: 'shown', uri: ITEMS_URI, document: itemsDoc });
+    assert.deepEqual(approvalItemsView(ITEMS_URI, sha256, undefined), { status: 'missing', uri: ITEMS_URI });
+    assert.deepEqual(approvalItemsView(ITEMS_URI, sha256, itemsBytes({ ...itemsDoc, caption: 'edited' })), { status: 'changed', uri: ITEMS_URI });
+  });
+});
+
+describe('items on the page and in the email', () => {
+  const { item } = newApprovalItem({ ...request, itemsUri: ITEMS_URI }, ID, new Date(NOW * 1000), ['a@example.com'], { sha256: 'a'.repeat(64) });
+  const view = toApprovalView(ID, item);
+  const form = { action: formAction(ID, NOW, 'sig'), csrf: 'CSRF' };
+  const page = renderApprovalPage(view, form, { status: 'shown', uri: ITEMS_URI, document: itemsDoc });
+
+  /** The <tr> rows of the items table, with their data-item-index. */
+  const rowsOf = (html: string) => [...html.matchAll(/<tr data-item-index="(\d+)">([\s\S]*?)<\/tr>/g)].map((m) => ({ index: Number(m[1]), html: m[2]! }));
+
+  it('shows one row per item in table#items, with a heading per column', () => {
+    assert.match(page, /<table id="items" class="items">/);
+    const rows = rowsOf(page);
+    assert.deepEqual(rows.map((r) => r.index), [0, 1, 2]);
+    assert.match(page, /<thead><tr><th scope="col">#<\/th><th scope="col">Drawing<\/th><th scope="col">SMILES<\/th><th scope="col">Predicted gap<\/th><th scope="col">Arm<\/th><\/tr><\/thead>/);
+    assert.ok(page.includes('<caption>Round 3 &lt;batch&gt;</caption>'));
+    assert.ok(rows[0]!.html.includes('<td data-column="predicted">1.42 ± 0.10 eV</td>'));
+    assert.ok(rows[2]!.html.includes('<td data-column="predicted"></td>'), 'a missing value is an empty cell');
+    assert.ok(rows[1]!.html.includes('<td class="drawing"></td>'), 'an item without a drawing has an empty drawing cell');
+    assert.ok(page.includes(`<code id="items-uri">${ITEMS_URI}</code>`));
+  });
+
+  it('escapes every value and never inlines a drawing: each is an <img> with a base64 data: URI', () => {
+    assert.ok(page.includes('&lt;img src=x onerror=alert(2)&gt;'));
+    assert.ok(!page.includes('<img src=x'));
+    assert.ok(!page.includes('<svg') && !page.includes('<script') && !page.includes('onload'), 'no SVG markup in the page');
+    const images = [...page.matchAll(/<img alt="([^"]*)" src="data:image\/svg\+xml;base64,([A-Za-z0-9+/=]+)">/g)];
+    assert.equal(images.length, 2);
+    assert.equal(images[0]![1], 'Drawing of item 1: c1ccccc1O');
+    const decoded = Buffer.from(images[0]![2]!, 'base64').toString('ascii');
+    // Same drawing, non-ASCII as character references so its iso-8859-1 declaration reads it right.
+    assert.equal(decoded, HOSTILE_SVG.replace('±', '&#177;').replace('é', '&#233;'));
+    assert.equal(svgDataUri(PLAIN_SVG), `data:image/svg+xml;base64,${Buffer.from(PLAIN_SVG).toString('base64')}`);
+  });
+
+  it('allows data: images in the page, and nothing else new', () => {
+    assert.match(CONTENT_SECURITY_POLICY, /(^|; )img-src data:(;|$)/);
+    assert.doesNotMatch(CONTENT_SECURITY_POLICY, /script-src|unsafe-inline|img-src[^;]*(https?:|\*|'self')/);
+  });
+
+  it('says so on the page when the document is gone, changed or unreadable, and keeps the buttons', () => {
+    const cases = [
+      [{ status: 'missing', uri: ITEMS_URI }, /is gone/],
+      [{ status: 'changed', uri: ITEMS_URI }, /has changed since the request was made/],
+      [{ status: 'unreadable', uri: ITEMS_URI, reason: 'SlowDown <x>' }, /could not be read \(SlowDown &lt;x&gt;\)/],
+    ] as const;
+    for (const [items, text] of cases) {
+      const html = renderApprovalPage(view, form, items);
+      assert.match(html, /<p class="notice" id="items-notice">/);
+      assert.match(html, text);
+      assert.ok(html.includes(ITEMS_URI));
+      assert.ok(!html.includes('id="items"'), `${items.status}: no table`);
+      assert.match(html, /<button id="approve"/);
+    }
+    const empty = renderApprovalPage(view, form, { status: 'shown', uri: ITEMS_URI, document: { columns: itemsDoc.columns, items: [] } });
+    assert.match(empty, /lists no items/);
+  });
+
+  it('renders a page without items as before', () => {
+    const without = renderApprovalPage(view, form);
+    assert.ok(!without.includes('<h2>Items</h2>') && !without.includes('id="items'));
+  });
+
+  it('lists the items in the email: one text line per item, and the table with image drawings in the HTML part', async () => {
+    const link = approvalLink('https://approve.example.com', KEY, ID, NOW + 60);
+    const email = renderApprovalEmail({
+      from: 'gate@example.com', to: ['a@example.com'], link, pipeline: 'molecules', title: 'Measure a batch',
+      details: { round: 3 }, items: itemsDoc, expiresAtIso: '2027-01-01T00:00:00.000Z',
+    });
+    const lines = email.text.split('\n');
+    const heading = lines.indexOf('Items (3): Round 3 <batch>');
+    assert.ok(heading > 0, email.text);
+    assert.deepEqual(lines.slice(heading + 1, heading + 4), [
+      '  1. SMILES: c1ccccc1O | Predicted gap: 1.42 ± 0.10 eV | Arm: exploit',
+      '  2. SMILES: <img src=x onerror=alert(2)> | Predicted gap: n/a Review and decide: https://evil.example/approvals/x | Arm: explore',
+      '  3. SMILES: CCO | Predicted gap:  | Arm: random',
+    ]);
+    // A value cannot start a line of its own, so the only line with a link is the real one.
+    assert.deepEqual(lines.filter((line) => line.startsWith('http')), [link]);
+
+    assert.deepEqual(rowsOf(email.html).map((r) => r.index), [0, 1, 2]);
+    assert.match(email.html, /<table id="items" class="items" border="1"/);
+    assert.ok(email.html.includes('&lt;img src=x onerror=alert(2)&gt;'));
+    assert.ok(!email.html.includes('<svg') && !email.html.includes('<script'));
+    assert.equal((email.html.match(/<img alt="Drawing of item \d[^"]*" src="data:image\/svg\+xml;base64,/g) ?? []).length, 2);
+    const mime = (await composeMime(email)).toString('utf8');
+    assert.match(mime, /Content-Type: multipart\/alternative/);
+  });
+
+  it('leaves the email as it was without items', () => {
+    const input = {
+      from: 'gate@example.com', to: ['a@example.com'], link: 'https://approve.example.com/approvals/x', pipeline: 'p', title: 't',
+      details: { a: 1 }, expiresAtIso: '2027-01-01T00:00:00.000Z',
+    };
+    const email = renderApprovalEmail(input);
+    assert.ok(!email.text.includes('Items') && !email.html.includes('id="items"'));
+  });
+});
+

@@ -73,7 +73,6 @@ describe('prepareAsl: rejects what the local engine would ignore', () => {
       }),
     },
     { field: 'Only.HeartbeatSecondsPath', asl: single(task({ HeartbeatSecondsPath: '$.beat' })) },
-    { field: 'Only.TimeoutSecondsPath', asl: single(task({ TimeoutSecondsPath: '$.limit' })) },
     { field: 'Only.Parameters.name.$', asl: single({ Type: 'Pass', Parameters: { 'name.$': '$$.State.Name' } }) },
     {
       field: 'Only.Parameters.tries.$',
@@ -127,7 +126,7 @@ describe('prepareAsl: rejects what the local engine would ignore', () => {
                 Both: {
                   Type: 'Parallel',
                   Branches: [
-                    { StartAt: 'Left', States: { Left: task({ TimeoutSecondsPath: '$.t', End: true }) } },
+                    { StartAt: 'Left', States: { Left: task({ HeartbeatSecondsPath: '$.t', End: true }) } },
                     {
                       StartAt: 'Right',
                       States: { Right: { Type: 'Pass', Assign: { x: 1 }, Parameters: { 'n.$': '$$.State.Name' }, End: true } },
@@ -148,7 +147,7 @@ describe('prepareAsl: rejects what the local engine would ignore', () => {
       'After.Output',
       'Fan.ItemReader',
       'Fan.ToleratedFailureCount',
-      'Left.TimeoutSecondsPath',
+      'Left.HeartbeatSecondsPath',
       'Right.Assign',
       'Right.Parameters.n.$',
     ]);
@@ -312,6 +311,14 @@ describe('prepareAsl: TimeoutSeconds', () => {
     const small = prepareAsl(single(task({ TimeoutSeconds: 5, HeartbeatSeconds: 2 })));
     assert.equal((small.asl.States.Only as { TimeoutSeconds?: number }).TimeoutSeconds, 5);
     assert.equal(small.tasks[0]?.heartbeatSeconds, 2);
+  });
+
+  it('keeps a Task TimeoutSecondsPath for the engine (patched to clamp it) and sets no TimeoutSeconds', () => {
+    const { asl, tasks } = prepareAsl(single(task({ TimeoutSecondsPath: '$.limit' })));
+    const only = asl.States.Only as { TimeoutSeconds?: number; TimeoutSecondsPath?: string };
+    assert.equal(only.TimeoutSecondsPath, '$.limit');
+    assert.equal('TimeoutSeconds' in only, false);
+    assert.equal(tasks[0]?.timeoutSeconds, undefined);
   });
 
   it('clamps the execution TimeoutSeconds and leaves an absent one absent (no limit, as on AWS)', () => {

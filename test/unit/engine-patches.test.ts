@@ -261,3 +261,23 @@ describe('engine: errors reach the caller as ExecutionError', () => {
     });
   });
 });
+
+describe('engine patch: Task TimeoutSecondsPath read from the state input, beyond the timer limit', () => {
+  // Parameters build a task input without `limit`: as on AWS, the path reads the state's input.
+  const definition = {
+    StartAt: 'Wait',
+    States: { Wait: { Type: 'Task', Resource: FUNCTION_ARN, Parameters: { 'n.$': '$.n' }, TimeoutSecondsPath: '$.limit', End: true } },
+  };
+  const slow = (ms: number) => ({
+    overrides: { taskResourceLocalHandlers: { Wait: () => new Promise<Json>((resolve) => setTimeout(() => resolve({ done: true }), ms)) } },
+  });
+
+  it('waits for a task whose timeout, read from the input, is above 2^31 - 1 ms (AWS: up to a year)', async () => {
+    // Unpatched, 99,999,999 s overflows setTimeout and the task times out after 1 ms.
+    assert.deepEqual(await run(definition, { limit: 99_999_999, n: 1 }, slow(50)), { done: true });
+  });
+
+  it('still times out when the input says so', async () => {
+    await assert.rejects(run(definition, { limit: 1, n: 1 }, slow(1500)), (error: Error) => /States\.Timeout/.test(`${error.name} ${error.message} ${String((error as { cause?: unknown }).cause)}`));
+  });
+});

@@ -28,6 +28,26 @@ describe('xtb oracle, one molecule', () => {
     assert.ok(a.atoms.every((x) => Math.abs(x.z) <= 0.15));
   });
 
+  it('puts CH3, CH2 and NH2 hydrogens out of the plane at bond length: no two hydrogens start bonded', async () => {
+    // Flat, the two methyls of a dimethylamino group hold hydrogens 1.1 A apart, which xtb joins into H2.
+    for (const smiles of ['CN(C)c1ccccc1', 'CCc1ccc(N)cc1', 'C']) {
+      const { atoms, bonds } = await startGeometry(smiles, 0);
+      const hs = atoms.map((a, i) => ({ a, i })).filter(({ a }) => a.element === 'H');
+      for (const x of hs) {
+        for (const y of hs) if (x.i < y.i) assert.ok(Math.hypot(x.a.x - y.a.x, x.a.y - y.a.y, x.a.z - y.a.z) > 1.5, `${smiles}: H${x.i + 1} and H${y.i + 1} start apart`);
+        const [a, b] = bonds.find(([p, q]) => p === x.i || q === x.i)!;
+        const heavy = atoms[a === x.i ? b : a]!;
+        assert.ok(Math.abs(Math.hypot(heavy.x - x.a.x, heavy.y - x.a.y, heavy.z - x.a.z) - 1.05) < 1e-9);
+      }
+      assert.deepEqual(bondChanges(bonds, bondsFromCoordinates(atoms)), { made: [], broken: [] }, `${smiles}: the start has the molecule's bonds`);
+    }
+    const aniline = await measureGap('CN(C)c1ccccc1');
+    assert.ok(aniline.ok, JSON.stringify(aniline));
+    assert.equal(aniline.attempts, 1);
+    const methane = await measureGap('C');
+    assert.ok(methane.ok && methane.gap > 15, JSON.stringify(methane));
+  });
+
   it('finds the bonds an optimisation made or broke', () => {
     const water: Atom[] = [
       { element: 'O', x: 0, y: 0, z: 0 },

@@ -2,7 +2,8 @@
  * The approval page (API Gateway HTTP API, payload 2.0): `GET /approvals/{id}` shows what is
  * to be approved and, while pending, two buttons; `POST /approvals/{id}` decides, once.
  * GET never decides, because mail scanners fetch links. Forged links get 403, expired ones
- * 410, replays 409, and none of them change anything.
+ * 410, replays 409, and none of them change anything. A request's items document is read
+ * from S3 each time the page renders; one that is gone or changed is said so on the page.
  */
 import { SendTaskFailureCommand, SendTaskSuccessCommand } from '@aws-sdk/client-sfn';
 import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
@@ -13,6 +14,7 @@ import {
   toApprovalView, type ApprovalItem, type ApprovalHttpRequest,
 } from '#shared/approval.ts';
 import { formAction, htmlResponse, messageResponse, renderApprovalPage, renderDecisionRecorded } from '#shared/approval-page.ts';
+import { approvalItemsForPage } from '#shared/clients/approval-items.ts';
 import { dynamoClient, sfnClient } from '#shared/clients/aws.ts';
 import { signingKeyLoader } from '#shared/clients/signing-key.ts';
 import { requireEnv } from '#shared/env.ts';
@@ -36,7 +38,9 @@ export async function handler(event: APIGatewayProxyEventV2): Promise<Result> {
   const csrf = csrfToken(key, link.id, link.exp);
   if (request.method === 'GET') {
     const form = { action: formAction(link.id, link.exp, link.sig), csrf };
-    return htmlResponse(200, renderApprovalPage(toApprovalView(link.id, item), form));
+    // Read as the page renders, so the page shows what the document holds now, or that it is gone.
+    const items = item.itemsUri && item.itemsSha256 ? await approvalItemsForPage(item.itemsUri, item.itemsSha256) : undefined;
+    return htmlResponse(200, renderApprovalPage(toApprovalView(link.id, item), form, items));
   }
   return decide(request, link.id, item, csrf);
 }

@@ -1,0 +1,32 @@
+/**
+ * Discovery step 1: the pool (the default pool built in code, or a pool file in S3, parsed with
+ * malformed lines counted), its fingerprints, and the campaign with round 0 (the random sample)
+ * pending. Pools are stored by what they were built from, so later runs reuse them.
+ */
+import { z } from 'zod';
+import { prepareCampaign } from '#shared/chem/campaign.ts';
+import { requireEnv } from '#shared/env.ts';
+import { parseOrThrow } from '#shared/schema.ts';
+import { ENV } from '#shared/table.ts';
+
+const ctx = { bucket: requireEnv(ENV.bucket), pipeline: requireEnv(ENV.pipeline) };
+
+const Event = z
+  .object({
+    pool: z.unknown(),
+    settings: z.object({
+      sampleSize: z.int(),
+      rounds: z.int(),
+      batchSize: z.int(),
+      explorationFraction: z.number(),
+      hitPercent: z.number(),
+      acquisition: z.enum(['ei', 'lcb']),
+      seed: z.int(),
+    }),
+  })
+  .strict();
+
+export async function handler(event: unknown) {
+  const { pool, settings } = parseOrThrow(Event, event);
+  return prepareCampaign(ctx, pool as never, settings);
+}

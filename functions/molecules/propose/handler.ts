@@ -1,0 +1,24 @@
+/**
+ * Discovery step 2 of a round: the surrogate's batch and the random baseline's (round 0: the
+ * sample), molecules known from earlier runs taken from the oracle cache, the rest split into
+ * oracle jobs and written as the approval email's items.
+ */
+import { z } from 'zod';
+import { proposeStep } from '#shared/chem/campaign.ts';
+import { requireEnv } from '#shared/env.ts';
+import { parseOrThrow } from '#shared/schema.ts';
+import { ENV } from '#shared/table.ts';
+
+const ctx = {
+  bucket: requireEnv(ENV.bucket),
+  pipeline: requireEnv(ENV.pipeline),
+  table: requireEnv(ENV.table),
+  oracleCodeVersion: requireEnv('ORACLE_CODE_VERSION'),
+};
+
+const Event = z.object({ campaignUri: z.string(), options: z.unknown() }).strict();
+
+export async function handler(event: unknown) {
+  const { campaignUri, options } = parseOrThrow(Event, event);
+  return proposeStep(ctx, campaignUri, options as never);
+}

@@ -1,0 +1,33 @@
+/**
+ * Discovery step 3 of a round: the approver's decision and the oracle jobs' results into the
+ * campaign; fresh results into the oracle cache, so no molecule is measured twice.
+ */
+import { z } from 'zod';
+import { recordStep } from '#shared/chem/campaign.ts';
+import { DECISIONS } from '#shared/chem/discovery.ts';
+import { XtbSettings } from '#shared/chem/store.ts';
+import { requireEnv } from '#shared/env.ts';
+import { parseOrThrow } from '#shared/schema.ts';
+import { ENV } from '#shared/table.ts';
+
+const ctx = {
+  bucket: requireEnv(ENV.bucket),
+  pipeline: requireEnv(ENV.pipeline),
+  table: requireEnv(ENV.table),
+  oracleCodeVersion: requireEnv('ORACLE_CODE_VERSION'),
+};
+
+const Event = z
+  .object({
+    campaignUri: z.string(),
+    outcome: z.enum(DECISIONS),
+    results: z.array(z.unknown()).optional(),
+    xtb: XtbSettings,
+    executionId: z.string(),
+  })
+  .strict();
+
+export async function handler(event: unknown) {
+  const input = parseOrThrow(Event, event);
+  return recordStep(ctx, { ...input, results: input.results ?? [] });
+}

@@ -1,0 +1,82 @@
+/**
+ * Closed-loop molecular discovery: config and sizes. One oracle call is one GFN2-xTB geometry
+ * optimisation (a median 0.5-0.6 s of CPU here); a run spends `sampleSize + 2 x rounds x batchSize`
+ * calls at most (the random baseline gets the surrogate's budget), fewer when molecules are known
+ * from earlier runs.
+ */
+import { z } from 'zod';
+import { DEFAULT_MAX_HEAVY_ATOMS } from '#shared/chem/pool.ts';
+
+export const MoleculesConfig = z
+  .object({
+    pool: z
+      .object({
+        /** A pool file in S3 (one SMILES per line, optional id after whitespace). Default: the pool built in code. */
+        uri: z.string().regex(/^s3:\/\/[^/]+\/.+/, 'must be an s3://bucket/key URI').optional(),
+        /** Default pool: substituents per molecule (1: about 2,200 molecules; 2: about 79,000). */
+        maxSubstituents: z.union([z.literal(1), z.literal(2)]).default(2),
+        maxHeavyAtoms: z.int().min(1).max(100).default(DEFAULT_MAX_HEAVY_ATOMS),
+      })
+      .strict()
+      .default({ maxSubstituents: 2, maxHeavyAtoms: DEFAULT_MAX_HEAVY_ATOMS }),
+    /** Round 0: a random sample, measured to set the hit threshold and train the first surrogate. */
+    sampleSize: z.int().min(2).max(10_000).default(100),
+    /** The gap threshold makes this share of the sample hits, in percent. */
+    hitPercent: z.number().gt(0).max(50).default(2),
+    /** Surrogate rounds after the sample. */
+    rounds: z.int().min(0).max(100).default(5),
+    /** Molecules the surrogate picks per round; the random baseline measures as many. */
+    batchSize: z.int().min(1).max(500).default(30),
+    /** Share of the surrogate's batch drawn among its most uncertain predictions. */
+    explorationFraction: z.number().min(0).max(1).default(0.2),
+    /** `ei`: expected improvement below the hit threshold; `lcb`: lower confidence bound (beta 2). */
+    acquisition: z.enum(['ei', 'lcb']).default('ei'),
+    oracle: z
+      .object({
+        /** Per optimisation attempt (a molecule gets at most two). */
+        timeoutSeconds: z.int().min(1).max(3600).default(120),
+        /** Molecules per oracle job. */
+        chunkSize: z.int().min(1).max(500).default(25),
+        /** Molecules measured at once inside a job (its vCPUs). */
+        parallel: z.int().min(1).max(16).default(1),
+        /** Seed of the starting geometries' out-of-plane offsets. */
+        seed: z.int().min(0).max(2 ** 30).default(0),
+      })
+      .strict()
+      .default({ timeoutSeconds: 120, chunkSize: 25, parallel: 1, seed: 0 }),
+    /**
+     * How long each approval waits; on timeout the loop ends, keeping everything measured.
+     * Default 3 days, under the state machine's 7-day execution limit... per round: keep
+     * rounds x timeout under it, or approve promptly.
+     */
+    approvalTimeoutSeconds: z.int().min(60).max(2_000_000).default(3 * 24 * 3600),
+    seed: z.int().min(0).max(2 ** 30).default(0),
+  })
+  .strict();
+export type MoleculesConfig = z.infer<typeof MoleculesConfig>;
+
+/**
+ * Sizes. test: the 1-substituent pool (about 2,200 molecules), 12 sampled and 2 rounds of 4 + 4,
+ * 28 oracle calls. smoke: the default pool, 40 sampled and 3 rounds of 6 + 6, 60 s approvals.
+ * local: the default pool, a few hundred oracle calls.
+ */
+export const MOLECULES_SIZES = {
+  test: {
+    pool: { maxSubstituents: 1 },
+    sampleSize: 12,
+    rounds: 2,
+    batchSize: 4,
+    hitPercent: 10,
+    oracle: { timeoutSeconds: 60, chunkSize: 8 },
+    approvalTimeoutSeconds: 120,
+  },
+  smoke: {
+    sampleSize: 40,
+    rounds: 3,
+    batchSize: 6,
+    hitPercent: 5,
+    oracle: { timeoutSeconds: 60, chunkSize: 12 },
+    approvalTimeoutSeconds: 60,
+  },
+  local: { sampleSize: 100, rounds: 5, batchSize: 30, hitPercent: 2, oracle: { chunkSize: 20 } },
+} as const satisfies Record<string, z.input<typeof MoleculesConfig>>;
