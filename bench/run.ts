@@ -10,6 +10,9 @@
  *   rerun of the smoke league against its cold run (about ten minutes; skip with --skip-league).
  * - The molecule pool: the default pool's size and build time (RDKit's WebAssembly build).
  * - The xTB oracle job's throughput against raw xtb on the same 50 pool molecules (goal >= 0.9).
+ * - Molecular discovery at the local size, each batch approved from its email: surrogate hits
+ *   against random hits on the same oracle budget (goal >= 3x); about ten minutes, skip with
+ *   --skip-discovery.
  * - Evaluate every checkpoint, at the producer's test size: executions started against distinct
  *   checkpoints under repeated events, eval jobs of a one-benchmark backfill against the
  *   checkpoint count, eval throughput, and upload-to-execution latency.
@@ -40,6 +43,7 @@ import { HeadObjectCommand } from '@aws-sdk/client-s3';
 import { CHAIN_LENGTH, CHAIN_PIPELINE } from './chain-stack.ts';
 import { measurePool } from './pool.ts';
 import { describeOracle, measureOracle } from './oracle.ts';
+import { describeDiscovery, measureDiscovery } from './discovery.ts';
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const figures: Record<string, unknown> = {
@@ -314,5 +318,10 @@ await cachedRerun();
 await evaluations();
 cdkSynth();
 if (!process.argv.includes('--skip-league')) await leagueRerun();
+if (!process.argv.includes('--skip-discovery')) {
+  const discovery = await measureDiscovery('local');
+  figures.discovery = discovery;
+  console.log(describeDiscovery(discovery));
+}
 writeFileSync(join(REPO_ROOT, 'bench', 'results.json'), `${JSON.stringify(figures, null, 2)}\n`);
 console.log('wrote bench/results.json');

@@ -13,7 +13,7 @@ import { campaignSummary } from '#shared/chem/discovery.ts';
 import { readCampaign } from '#shared/chem/store.ts';
 import { MOLECULES_SIZES, MoleculesConfig } from '#pipelines/molecules/config.ts';
 import { MOLECULES_PIPELINE } from '#pipelines/molecules/stack.ts';
-import { approvalLinkIn, nextEmail, readEml, startTestRuntime, stopTestRuntime, waitFor, type ParsedEmail } from '../support/runtime.ts';
+import { approvalLinkIn, nextEmailOrEnd, readEml, startTestRuntime, stopTestRuntime, waitFor, type ParsedEmail } from '../support/runtime.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const CHROMIUM_ARGS = [
@@ -44,9 +44,8 @@ describe('molecular discovery smoke run, approved from the inbox in Chromium', (
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
     const execution = rt.startExecution(MOLECULES_PIPELINE, { config });
     for (;;) {
-      const emailed = nextEmail(rt, 300_000).catch(() => undefined);
-      const next = await Promise.race([emailed, execution.done.then(() => 'done' as const)]);
-      if (next === 'done' || next === undefined) break;
+      const next = await nextEmailOrEnd(rt, execution.done);
+      if (next === undefined) break;
       await waitFor('the run to wait at the gate', () => rt.pendingCallbacks(execution.executionArn) === 1);
       const email = readEml(next);
       const link = approvalLinkIn(email.text);

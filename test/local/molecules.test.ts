@@ -21,7 +21,7 @@ import { dynamoClient, s3Client } from '#shared/clients/aws.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';
 import { MOLECULES_SIZES, MoleculesConfig } from '#pipelines/molecules/config.ts';
 import { DISCOVERY_ARTIFACT, MOLECULES_PIPELINE } from '#pipelines/molecules/stack.ts';
-import { approvalLinkIn, nextEmail, readEml, startTestRuntime, stopTestRuntime, waitFor, type ParsedEmail } from '../support/runtime.ts';
+import { approvalLinkIn, nextEmailOrEnd, readEml, startTestRuntime, stopTestRuntime, waitFor, type ParsedEmail } from '../support/runtime.ts';
 
 interface RunOutput {
   campaignUri: string;
@@ -75,9 +75,8 @@ async function runAnswering(
 ): Promise<{ record: ExecutionRecord; emails: ParsedEmail[] }> {
   const emails: ParsedEmail[] = [];
   for (;;) {
-    const emailed = nextEmail(rt, 170_000).catch(() => undefined);
-    const next = await Promise.race([emailed, execution.done.then(() => 'done' as const)]);
-    if (next === 'done' || next === undefined) break;
+    const next = await nextEmailOrEnd(rt, execution.done);
+    if (next === undefined) break;
     await waitFor('the run to wait at the gate', () => rt.pendingCallbacks(execution.executionArn) === 1);
     const email = readEml(next);
     emails.push(email);

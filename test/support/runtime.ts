@@ -56,6 +56,24 @@ export function nextEmail(runtime: LocalRuntime, timeoutMs = 30_000): Promise<st
   );
 }
 
+/**
+ * The path of the next .eml the runtime writes, or undefined once `done` settles first. Leaves no
+ * listener or timer behind, so a test process exits as soon as its work is done.
+ */
+export function nextEmailOrEnd(runtime: LocalRuntime, done: Promise<unknown>): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const onEmail = ({ file }: { file: string }) => {
+      runtime.off('email', onEmail);
+      resolve(file);
+    };
+    runtime.on('email', onEmail);
+    void done.finally(() => {
+      runtime.off('email', onEmail);
+      resolve(undefined);
+    });
+  });
+}
+
 export interface ParsedEmail {
   /** Header names lower-cased, folded lines unfolded. */
   readonly headers: Record<string, string>;
