@@ -11,7 +11,7 @@
  */
 import { z } from 'zod';
 import { readObjectBytes } from '../clients/aws.ts';
-import { ConfigError } from '../errors.ts';
+import { ConfigError, PipelineError } from '../errors.ts';
 import { sha256Hex } from '../json.ts';
 import { parseOrThrow } from '../schema.ts';
 import {
@@ -219,9 +219,27 @@ const FanOutResults = z.array(
   ]),
 );
 
+/** An oracle job failed as a whole (xtb missing, the job crashed): the round cannot be recorded. */
+export class OracleJobFailed extends PipelineError {}
+
+/** The useful part of a failed job's cause: the error it wrote, else the tail of its stderr. */
+function jobFailureText(error: string | undefined, cause: string | undefined): string {
+  let text = cause ?? '';
+  try {
+    const parsed = JSON.parse(text) as { StderrTail?: string; errorMessage?: string };
+    text = parsed.StderrTail ?? parsed.errorMessage ?? text;
+  } catch {
+    /* a plain-text cause */
+  }
+  const lines = text.trim().split('\n').filter((l) => l.trim() && !/^\s+at /.test(l));
+  return `${error ?? 'error'}: ${lines.slice(-3).join(' / ').slice(0, 1500)}`;
+}
+
 /**
  * Step 3 of a round: the approver's decision and the oracle's results into the campaign. Fresh
- * results go into the oracle cache first, so a retried or later run never measures them again.
+ * results go into the oracle cache before the campaign is written, so a retried or later run
+ * never measures them again; when a job failed as a whole, the other jobs' results are still
+ * cached and the run fails naming the job's error.
  */
 export async function recordStep(ctx: OracleContext, input: { campaignUri: string; outcome: Decision; results: unknown; xtb: XtbSettings; executionId: string }) {
   const campaign = await readCampaign(input.campaignUri);
@@ -229,8 +247,12 @@ export async function recordStep(ctx: OracleContext, input: { campaignUri: strin
   const pending = new Map((campaign.pending?.items ?? []).map((item) => [String(item.index), item]));
   const results = new Map<number, OracleResult>();
   const fresh: { smiles: string; result: OracleResult }[] = [];
+  const failedJobs: string[] = [];
   jobs.forEach((job, j) => {
-    if (!job.ok) throw new ConfigError(`results[${j}]`, job, 'an oracle job failed: the fan-out tolerates no failed job');
+    if (!job.ok) {
+      failedJobs.push(jobFailureText(job.error, job.cause));
+      return;
+    }
     for (const m of job.value.measurements) {
       const item = pending.get(m.id);
       if (!item) throw new ConfigError(`results[${j}].measurements.id`, m.id, 'is not a pending molecule of this round');
@@ -247,9 +269,16 @@ export async function recordStep(ctx: OracleContext, input: { campaignUri: strin
       fresh.push({ smiles: item.smiles, result });
     }
   });
+  const version = oracleVersion(ctx.oracleCodeVersion, parseOrThrow(XtbSettings, input.xtb, 'xtb'));
+  if (failedJobs.length) {
+    await storeOracle(ctx.table, version, fresh, { executionId: input.executionId });
+    throw new OracleJobFailed(
+      `${failedJobs.length} of ${jobs.length} oracle jobs failed (${fresh.length} molecules measured by the others are cached); first: ${failedJobs[0]}`,
+    );
+  }
   const next = recordRound(campaign, input.outcome, results);
   if (input.outcome === 'approved' || input.outcome === 'nothingToMeasure') {
-    await storeOracle(ctx.table, oracleVersion(ctx.oracleCodeVersion, parseOrThrow(XtbSettings, input.xtb, 'xtb')), fresh, { executionId: input.executionId });
+    await storeOracle(ctx.table, version, fresh, { executionId: input.executionId });
   }
   const written = await writeCampaign(ctx.bucket, ctx.pipeline, next);
   const summary = campaignSummary(next);

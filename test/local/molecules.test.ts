@@ -225,3 +225,28 @@ describe('molecular discovery on the embedded runtime (test size)', () => {
     assert.match(String(record.cause), /uploads\/pools\/binary\.smi/);
   });
 });
+
+describe('molecular discovery without xtb installed', () => {
+  let rt: LocalRuntime;
+  before(async () => {
+    // The runtime hands its PATH to jobs: one without xtb on it.
+    const path = process.env.PATH;
+    process.env.PATH = '/nonexistent-bin';
+    try {
+      rt = await startTestRuntime({ pipelines: [pipelineNamed(MOLECULES_PIPELINE)] });
+    } finally {
+      process.env.PATH = path;
+    }
+  });
+  after(() => stopTestRuntime(rt));
+
+  it('fails the run at the first oracle batch with an error naming the Debian package, measuring nothing', async () => {
+    const config = MoleculesConfig.parse({ ...MOLECULES_SIZES.test, seed: 9 });
+    const run = await runAnswering(rt, rt.startExecution(MOLECULES_PIPELINE, { config }), (email) => decide(email, 'approve').then(() => undefined));
+    assert.equal(run.emails.length, 1);
+    assert.equal(run.record.status, 'FAILED');
+    assert.equal(run.record.error, 'OracleJobFailed');
+    assert.match(String(run.record.cause), /XtbMissingError/);
+    assert.match(String(run.record.cause), /install Debian's xtb package \(apt-get install xtb\)/);
+  });
+});
