@@ -12,7 +12,7 @@
 import { z } from 'zod';
 import { readObjectBytes } from '../clients/aws.ts';
 import { ConfigError, PipelineError } from '../errors.ts';
-import { sha256Hex } from '../json.ts';
+import { canonicalJson, sha256Hex } from '../json.ts';
 import { parseOrThrow } from '../schema.ts';
 import {
   campaignSummary, currentRound, newCampaign, proposeRound, recordRound, toMeasure, withKnownResults,
@@ -50,9 +50,9 @@ export async function loadOrBuildPool(ctx: StoreContext, spec: PoolSpec): Promis
   if (spec.uri) {
     const bytes = await readObjectBytes(spec.uri, 'config.pool.uri');
     text = bytes.toString('utf8');
-    buildKey = canonical({ format: POOL_FORMAT, file: sha256Hex(bytes), maxHeavyAtoms: spec.maxHeavyAtoms, fingerprint: FINGERPRINT });
+    buildKey = canonicalJson({ format: POOL_FORMAT, file: sha256Hex(bytes), maxHeavyAtoms: spec.maxHeavyAtoms, fingerprint: FINGERPRINT });
   } else {
-    buildKey = canonical({ format: POOL_FORMAT, default: { maxSubstituents: spec.maxSubstituents, maxHeavyAtoms: spec.maxHeavyAtoms }, fingerprint: FINGERPRINT });
+    buildKey = canonicalJson({ format: POOL_FORMAT, default: { maxSubstituents: spec.maxSubstituents, maxHeavyAtoms: spec.maxHeavyAtoms }, fingerprint: FINGERPRINT });
   }
   const keys = poolKeys(ctx.pipeline, buildKey);
   const uri = `s3://${ctx.bucket}/${keys.doc}`;
@@ -83,10 +83,6 @@ export async function loadOrBuildPool(ctx: StoreContext, spec: PoolSpec): Promis
   };
   await writePool(ctx.bucket, keys, doc, fingerprints);
   return { uri, fingerprintsUri, doc, built: true };
-}
-
-function canonical(value: unknown): string {
-  return JSON.stringify(value);
 }
 
 /** Step 1: the pool and a campaign whose round 0 (the random sample) is pending. */
