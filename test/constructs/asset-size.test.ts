@@ -19,6 +19,7 @@ import type { CloudAssembly } from 'aws-cdk-lib/cx-api';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { PlatformStack, type PlatformResources } from '#infra/platform-stack.ts';
 import { ProbeStack } from '../fixtures/probe/stack.ts';
+import { MolecularDiscoveryStack } from '#pipelines/molecules/stack.ts';
 
 /** Lambda's limit on a function's unzipped code, in bytes. */
 const LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024;
@@ -27,12 +28,22 @@ const LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024;
 const STACKS: { readonly id: string; readonly build: (app: App, platform: PlatformResources) => Stack }[] = [
   // Pipeline stacks, e.g. { id: 'Elo', build: (app, platform) => new EloStack(app, 'Elo', { platform }) },
   { id: 'Probe', build: (app, platform) => new ProbeStack(app, 'Probe', { resources: platform }) },
+  { id: 'MolecularDiscovery', build: (app, platform) => new MolecularDiscoveryStack(app, 'MolecularDiscovery', { resources: platform }) },
   // A function that ships onnxruntime-node (288 MB for every platform; linux-x64 alone fits).
   {
     id: 'Onnx',
     build: (app) => {
       const stack = new CdkStack(app, 'Onnx');
       new PipelineFunction(stack, 'Inference', { entry: join(REPO_ROOT, 'test/fixtures/onnx/handler.ts'), onnxRuntime: true });
+      return stack;
+    },
+  },
+  // A function that ships RDKit's WebAssembly build (its loader wants the .wasm beside it).
+  {
+    id: 'Rdkit',
+    build: (app) => {
+      const stack = new CdkStack(app, 'Rdkit');
+      new PipelineFunction(stack, 'Chemistry', { entry: join(REPO_ROOT, 'test/fixtures/rdkit/handler.ts'), rdkit: true });
       return stack;
     },
   },
@@ -114,5 +125,20 @@ describe('Lambda bundle sizes', () => {
     });
     assert.equal(probe.status, 0, probe.stderr);
     assert.deepEqual(JSON.parse(probe.stdout.trim()), { onnxRuntime: true, tensor: [2] });
+  });
+
+  it('ships RDKit beside the bundle, and the bundle parses and draws a molecule with it', () => {
+    const template = assembly.getStackByName('Rdkit').template as { Resources: Record<string, TemplateResource> };
+    const [, fn] = Object.entries(template.Resources).find(([, r]) => r.Type === 'AWS::Lambda::Function')!;
+    const asset = join(outdir, String(fn.Metadata![cxapi.ASSET_RESOURCE_METADATA_PATH_KEY]));
+    assert.ok(existsSync(join(asset, 'node_modules/@rdkit/rdkit/dist/RDKit_minimal.wasm')));
+    assert.ok(directorySize(asset) < 20 * 1024 * 1024, 'RDKit is about 7 MB');
+    const probe = spawnSync(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(join(asset, 'index.mjs'))}); console.log(JSON.stringify(await m.handler({ smiles: 'OC1=CC=CC=C1' })));`], {
+      cwd: asset,
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH ?? '' },
+    });
+    assert.equal(probe.status, 0, probe.stderr);
+    assert.deepEqual(JSON.parse(probe.stdout.trim().split('\n').at(-1)!), { canonical: 'Oc1ccccc1', svg: true });
   });
 });
