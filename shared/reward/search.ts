@@ -1,0 +1,100 @@
+/**
+ * Reward search bookkeeping: every candidate's per-seed results (a trained policy graded on fresh
+ * seeds by the trusted grader, or the seed's failure and the sandbox's verdict), the ranking by
+ * mean success over training seeds with its spread, and how noisy one candidate is across seeds,
+ * which says how far apart two candidates must be before the ranking means anything.
+ *
+ * A failed seed is that seed's result (success 0 in the mean, its verdict recorded); the
+ * generation goes on.
+ */
+import { z } from 'zod';
+import { ConfigError } from '../errors.ts';
+
+export const SeedResult = z
+  .object({
+    seed: z.int().min(0),
+    /** Graded success rate on fresh seeds, in [0, 1]; null when the seed failed. */
+    success: z.number().min(0).max(1).nullable(),
+    /** Episodes the grader ran for this seed's policy. */
+    episodes: z.int().min(0),
+    /** Why the seed failed: the sandbox's verdict (wall, cpu, memory, processes), the job's error, or the grader's refusal. */
+    failure: z.string().optional(),
+    trainSeconds: z.number().min(0).optional(),
+  })
+  .strict();
+export type SeedResult = z.infer<typeof SeedResult>;
+
+export const CandidateResult = z
+  .object({
+    generation: z.int().min(0),
+    name: z.string(),
+    /** sha256 of the source: candidates are identified by content. */
+    sourceSha256: z.string().regex(/^[0-9a-f]{64}$/),
+    seeds: z.array(SeedResult).min(1),
+  })
+  .strict();
+export type CandidateResult = z.infer<typeof CandidateResult>;
+
+export interface Ranked {
+  readonly name: string;
+  readonly generation: number;
+  readonly sourceSha256: string;
+  /** Mean success over training seeds, failed seeds counted as 0. */
+  readonly mean: number;
+  /** Sample standard deviation across seeds (0 for one seed). */
+  readonly std: number;
+  /** Standard error of the mean. */
+  readonly stderr: number;
+  readonly failedSeeds: number;
+  readonly seeds: number;
+}
+
+function meanOf(xs: readonly number[]): number {
+  return xs.reduce((a, b) => a + b, 0) / xs.length;
+}
+
+function stdOf(xs: readonly number[]): number {
+  if (xs.length < 2) return 0;
+  const m = meanOf(xs);
+  return Math.sqrt(xs.reduce((a, x) => a + (x - m) ** 2, 0) / (xs.length - 1));
+}
+
+export function summarize(candidate: CandidateResult): Ranked {
+  const values = candidate.seeds.map((s) => s.success ?? 0);
+  const std = stdOf(values);
+  return {
+    name: candidate.name,
+    generation: candidate.generation,
+    sourceSha256: candidate.sourceSha256,
+    mean: meanOf(values),
+    std,
+    stderr: std / Math.sqrt(values.length),
+    failedSeeds: candidate.seeds.filter((s) => s.success === null).length,
+    seeds: values.length,
+  };
+}
+
+/**
+ * Best first: mean success, then fewer failed seeds, then lower spread, then earlier generation
+ * and name (a stable order, so a rerun names the same winner).
+ */
+export function rank(candidates: readonly CandidateResult[]): Ranked[] {
+  if (!candidates.length) throw new ConfigError('candidates', candidates, 'must not be empty');
+  return candidates
+    .map(summarize)
+    .sort((a, b) => b.mean - a.mean || a.failedSeeds - b.failedSeeds || a.std - b.std || a.generation - b.generation || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+/**
+ * How noisy one candidate is across its seeds: the median standard deviation over candidates
+ * with at least two graded seeds, and the smallest difference in mean success two candidates need
+ * before it exceeds twice the standard error of their difference (at the median spread).
+ */
+export function seedNoise(candidates: readonly CandidateResult[]): { medianStd: number | null; seedsPerCandidate: number | null; distinguishableDifference: number | null } {
+  const ranked = candidates.map(summarize).filter((r) => r.seeds >= 2);
+  if (!ranked.length) return { medianStd: null, seedsPerCandidate: null, distinguishableDifference: null };
+  const stds = ranked.map((r) => r.std).sort((a, b) => a - b);
+  const medianStd = stds[Math.floor((stds.length - 1) / 2)]!;
+  const seeds = Math.min(...ranked.map((r) => r.seeds));
+  return { medianStd, seedsPerCandidate: seeds, distinguishableDifference: 2 * Math.sqrt(2) * (medianStd / Math.sqrt(seeds)) };
+}
