@@ -1,0 +1,91 @@
+/**
+ * The sandbox network as synthesized: an isolated subnet with no route out, the S3 gateway
+ * endpoint limited to job objects and ECR layers, interface endpoints for ECR and Logs, a job
+ * security group with no inbound rule, and a Fargate queue there. cdk-nag runs over it.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { App, Stack } from 'aws-cdk-lib';
+import { Match, Template } from 'aws-cdk-lib/assertions';
+import * as ec2 from 'aws-cdk-lib/aws-ec2';
+import { Bucket } from 'aws-cdk-lib/aws-s3';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { applyNag } from '#infra/nag.ts';
+import { SandboxNetwork } from '#pipelines/steps/sandbox-network.ts';
+
+function build(props: Partial<ConstructorParameters<typeof SandboxNetwork>[2]> = {}) {
+  const app = new App();
+  const stack = new Stack(app, 'Sandbox', { env: { account: '123456789012', region: 'us-east-1' } });
+  const vpc = new ec2.Vpc(stack, 'Vpc', { maxAzs: 2, natGateways: 0, subnetConfiguration: [{ name: 'public', subnetType: ec2.SubnetType.PUBLIC, cidrMask: 20 }] });
+  const bucket = new Bucket(stack, 'Bucket');
+  const network = new SandboxNetwork(stack, 'Sandbox', { vpc, bucket, ...props });
+  return { stack, network, template: Template.fromStack(stack) };
+}
+
+describe('SandboxNetwork', () => {
+  it('puts the queue in one subnet whose only routes are the VPC and the S3 gateway endpoint', () => {
+    const { template, network, stack } = build();
+    const routes = Object.values(template.findResources('AWS::EC2::Route')) as { Properties: Record<string, unknown> }[];
+    const subnetTable = stack.resolve(network.subnet.routeTable.routeTableId) as unknown;
+    const own = routes.filter((r) => JSON.stringify(stack.resolve(r.Properties.RouteTableId)) === JSON.stringify(subnetTable));
+    assert.deepEqual(own, [], 'no route to an internet or NAT gateway');
+    template.hasResourceProperties('AWS::EC2::Subnet', { CidrBlock: '10.0.200.0/24', MapPublicIpOnLaunch: false });
+    template.hasResourceProperties('AWS::EC2::VPCEndpoint', {
+      VpcEndpointType: 'Gateway',
+      RouteTableIds: [stack.resolve(network.subnet.routeTable.routeTableId)],
+      PolicyDocument: Match.objectLike({
+        Statement: Match.arrayWith([
+          Match.objectLike({ Sid: 'JobObjectsThroughPresignedUrls', Action: ['s3:GetObject', 's3:PutObject'] }),
+          Match.objectLike({ Sid: 'EcrImageLayers', Action: 's3:GetObject' }),
+        ]),
+      }),
+    });
+    assert.match(JSON.stringify(template.toJSON()), /:s3:::prod-us-east-1-starport-layer-bucket\/\*/);
+    const interfaces = Object.values(template.findResources('AWS::EC2::VPCEndpoint', { Properties: { VpcEndpointType: 'Interface' } })) as { Properties: { ServiceName: unknown; PrivateDnsEnabled: boolean } }[];
+    assert.equal(interfaces.length, 3);
+    assert.ok(interfaces.every((e) => e.Properties.PrivateDnsEnabled));
+    assert.match(JSON.stringify(interfaces.map((e) => e.Properties.ServiceName)), /ecr\.api.*ecr\.dkr.*logs/);
+  });
+
+  it('lets the jobs accept nothing and send only HTTPS, and runs them on Fargate there', () => {
+    const { template, stack, network } = build();
+    const groups = template.findResources('AWS::EC2::SecurityGroup');
+    const job = groups[stack.getLogicalId(network.jobSecurityGroup.node.defaultChild as ec2.CfnSecurityGroup)] as { Properties: { SecurityGroupIngress?: unknown[]; SecurityGroupEgress: { IpProtocol: string; FromPort: number; ToPort: number }[] } };
+    assert.equal(job.Properties.SecurityGroupIngress, undefined);
+    assert.deepEqual(job.Properties.SecurityGroupEgress.map((e) => [e.IpProtocol, e.FromPort, e.ToPort]), [['tcp', 443, 443]]);
+    template.hasResourceProperties('AWS::Batch::ComputeEnvironment', {
+      ComputeResources: Match.objectLike({ Type: 'FARGATE', Subnets: [stack.resolve(network.subnet.subnetId)] }),
+    });
+    template.resourceCountIs('AWS::Batch::JobQueue', 1);
+  });
+
+  it('passes the AWS Solutions checks (one acknowledgement: the VPC CIDR reads as open)', () => {
+    const app = new App({ outdir: mkdtempSync(join(tmpdir(), 'sandbox-nag-')) });
+    applyNag(app);
+    const stack = new Stack(app, 'Sandbox', { env: { account: '123456789012', region: 'us-east-1' } });
+    const vpc = new ec2.Vpc(stack, 'Vpc', { maxAzs: 2, natGateways: 0, subnetConfiguration: [{ name: 'public', subnetType: ec2.SubnetType.PUBLIC, cidrMask: 20 }] });
+    const bucket = new Bucket(stack, 'Bucket', { enforceSSL: true, serverAccessLogsPrefix: 'logs/' });
+    new SandboxNetwork(stack, 'Sandbox', { vpc, bucket });
+    let message = '';
+    try {
+      app.synth();
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    const report = join(app.outdir, 'validation-report.json');
+    const violations = existsSync(report)
+      ? (JSON.parse(readFileSync(report, 'utf8')) as { pluginReports: { violations: { ruleName: string; violatingConstructs?: { constructPath: string }[] }[] }[] }).pluginReports.flatMap((p) => p.violations)
+      : [];
+    // The test's own VPC (no flow log) and bucket are not the construct's: only its findings count.
+    const own = violations.filter((v) => (v.violatingConstructs ?? []).some((c) => c.constructPath.startsWith('Sandbox/Sandbox/')));
+    assert.deepEqual(own.map((v) => `${v.ruleName}: ${(v.violatingConstructs ?? []).map((c) => c.constructPath).join(', ')}`), [], message);
+    assert.ok(existsSync(report), `the validation report was written (${message})`);
+    rmSync(app.outdir, { recursive: true, force: true });
+  });
+
+  it('names a bad CIDR', () => {
+    assert.throws(() => build({ cidrBlock: '10.0.0.0' }), /cidrBlock: must be an IPv4 CIDR from \/16 to \/28 \(got "10\.0\.0\.0"\)/);
+  });
+});
