@@ -11,8 +11,9 @@ $SUDO apt-get update -qq
 # processes, reach S3 with boto3, train with PyTorch (1.13 on CPU here). python3-onnx: tests
 # build the small ONNX models they need. chromium: the browser tests (driven by
 # playwright-core, no browser download). xtb: the molecular oracle (GFN2-xTB).
+# bubblewrap: the local sandbox for untrusted candidate code (reward search).
 $SUDO apt-get install -y -qq --no-install-recommends \
-  python3 python3-boto3 python3-numpy python3-torch python3-onnx chromium xtb > /dev/null
+  python3 python3-boto3 python3-numpy python3-torch python3-onnx chromium xtb bubblewrap > /dev/null
 
 # allowScripts in package.json keeps onnxruntime-node's postinstall from downloading;
 # patch-package applies patches/ to the local Step Functions engine.
