@@ -13,6 +13,12 @@ import { randomUUID } from 'node:crypto';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { LOCAL_MAX_TIMEOUT_SECONDS } from './asl-prepass.ts';
 import { TaskError } from './lambda-host.ts';
+import { readSandboxOutput, runPythonJobSandboxed, type SandboxLimits, type SandboxResult } from './sandbox.ts';
+import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { s3Client } from '#shared/clients/aws.ts';
+import { parseS3Uri } from '#shared/s3uri.ts';
 
 export interface LocalJobDefinition {
   readonly arn: string;
@@ -22,6 +28,23 @@ export interface LocalJobDefinition {
   readonly command: string[];
   readonly environment: Record<string, string>;
   readonly timeoutSeconds: number;
+  /** Runs untrusted code: in the local sandbox, with its spec staged in and its outputs copied out. */
+  readonly sandbox?: LocalSandbox;
+}
+
+/**
+ * A sandboxed job locally. The sandbox has no network, so the host (trusted) stages the job's
+ * spec into its private work dir, runs `<command> --spec /job/spec.json --output-dir /job/out`,
+ * and copies back only the declared outputs (regular files, size-capped) under OUTPUT_URI. A
+ * limit the run hit (wall, CPU, memory, processes, files) becomes the job's error, written as its
+ * result.json in place of anything the job wrote there.
+ */
+export interface LocalSandbox {
+  /** File names the job may hand back from /job/out, besides result.json. */
+  readonly outputs: readonly string[];
+  readonly limits?: Partial<SandboxLimits>;
+  /** Largest output file copied back. Default: 8 MiB. */
+  readonly maxOutputBytes?: number;
 }
 
 export interface JobRun {
@@ -77,6 +100,14 @@ export class BatchHost {
     }
     const jobId = randomUUID();
     const logFile = join(this.logDir, `${jobName}-${jobId}.log`);
+    if (def.sandbox) {
+      try {
+        this.jobsRun++;
+        return await this.runSandboxed(def, def.sandbox, jobName, jobId, logFile, overrides);
+      } finally {
+        release();
+      }
+    }
     try {
       this.jobsRun++;
       const [cmd, ...args] = def.command;
@@ -148,6 +179,75 @@ export class BatchHost {
       return { jobId, jobName, exitCode, logFile };
     } finally {
       release();
+    }
+  }
+
+  private async runSandboxed(
+    def: LocalJobDefinition,
+    sandbox: LocalSandbox,
+    jobName: string,
+    jobId: string,
+    logFile: string,
+    overrides: Record<string, string>,
+  ): Promise<JobRun> {
+    const specUri = overrides.JOB_SPEC_URI;
+    let outputUri = overrides.OUTPUT_URI;
+    if (!specUri || !outputUri) throw new TaskError('Batch.ClientException', `${jobName}: JOB_SPEC_URI and OUTPUT_URI must be set`);
+    if (!outputUri.endsWith('/')) outputUri += '/';
+    const [cmd, ...args] = def.command;
+    if (cmd !== 'python3' || !args[0]) throw new TaskError('Batch.ClientException', `${jobName}: a sandboxed job runs "python3 <script>", not ${JSON.stringify(def.command)}`);
+    // bwrap runs as an unprivileged uid that must reach the work dir: a traverse-only (0711) root
+    // in the temp dir, not the runtime's private data dir; each run's own dir is private (0700).
+    const root = join(tmpdir(), 'frontier-sandboxes');
+    mkdirSync(root, { recursive: true, mode: 0o711 });
+    chmodSync(root, 0o711);
+    const work = mkdtempSync(join(root, `${jobName}-`));
+    const output = parseS3Uri(outputUri, 'OUTPUT_URI');
+    const put = (name: string, body: Buffer | string) =>
+      s3Client().send(new PutObjectCommand({ Bucket: output.Bucket, Key: `${output.Key}${name}`, Body: body }));
+    try {
+      const spec = await s3Client().send(new GetObjectCommand(parseS3Uri(specUri, 'JOB_SPEC_URI')));
+      writeFileSync(join(work, 'spec.json'), await spec.Body!.transformToByteArray());
+      const result: SandboxResult = await runPythonJobSandboxed({
+        jobDir: def.jobDir,
+        workDir: work,
+        args: [args[0], ...args.slice(1), '--spec', '/job/spec.json', '--output-dir', '/job/out'],
+        env: { AWS_BATCH_JOB_ID: jobId, AWS_BATCH_JOB_ATTEMPT: '1' },
+        limits: { wallSeconds: Math.min(def.timeoutSeconds, LOCAL_MAX_TIMEOUT_SECONDS), ...sandbox.limits },
+      });
+      writeFileSync(logFile, `${result.stdoutTail}\n--- stderr ---\n${result.stderrTail}\n`);
+      const maxBytes = sandbox.maxOutputBytes ?? 8 * 1024 * 1024;
+      for (const name of [...sandbox.outputs, 'result.json']) {
+        if (result.limit && name === 'result.json') continue;
+        let bytes: Buffer;
+        try {
+          bytes = await readSandboxOutput(work, `out/${name}`, maxBytes);
+        } catch {
+          continue; // missing, not a regular file, or too big: not handed back
+        }
+        await put(name, bytes);
+      }
+      if (result.limit) {
+        const message = `the sandbox stopped the job: ${result.limit} limit (${result.limitDetail ?? 'no detail'})`;
+        await put('result.json', JSON.stringify({ error: { type: 'SandboxLimit', limit: result.limit, evidence: result.limitEvidence, message } }, null, 2));
+        throw new TaskError('States.TaskFailed', JSON.stringify({ JobId: jobId, JobName: jobName, Status: 'FAILED', StatusReason: message, SandboxLimit: result.limit }));
+      }
+      if (result.exitCode !== 0) {
+        throw new TaskError(
+          'States.TaskFailed',
+          JSON.stringify({
+            JobId: jobId,
+            JobName: jobName,
+            Status: 'FAILED',
+            StatusReason: 'Essential container in task exited',
+            Container: { ExitCode: result.exitCode, LogStreamName: logFile },
+            StderrTail: result.stderrTail.trim().split('\n').slice(-15).join('\n'),
+          }),
+        );
+      }
+      return { jobId, jobName, exitCode: 0, logFile };
+    } finally {
+      rmSync(work, { recursive: true, force: true });
     }
   }
 

@@ -1,0 +1,97 @@
+/**
+ * The local Batch host running a sandboxed job (untrusted candidate code): the spec staged into
+ * the sandbox's private work dir, the job run with no network, only its declared outputs copied
+ * back under OUTPUT_URI, and a limit it hit turned into the job's error. The job is the real
+ * reward-search trainer with a candidate reward.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CreateBucketCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
+import { BatchHost, type LocalJobDefinition } from '#infra/local/batch-host.ts';
+import { startS3rver, type S3Emulator } from '#infra/local/emulators.ts';
+import { sandboxAvailable } from '#infra/local/sandbox.ts';
+import { TaskError } from '#infra/local/lambda-host.ts';
+import { LOCAL_KEY } from '#infra/local/resolve.ts';
+import { resetClients, s3Client } from '#shared/clients/aws.ts';
+import { gradePolicy, parsePolicy } from '#shared/mountaincar.ts';
+import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
+
+const BUCKET = 'sandbox-jobs';
+const probe = await sandboxAvailable();
+const skip = probe.available ? false : `no sandbox here: ${probe.reason}`;
+const shaped = readFileSync(join(REPO_ROOT, 'batch-jobs/reward-train/rewards/shaped_reward.py'), 'utf8');
+
+describe('local Batch host: sandboxed jobs', () => {
+  let work: string;
+  let s3rver: S3Emulator;
+  let host: BatchHost;
+  const saved = { ...process.env };
+  const def = (limits: Record<string, number> = {}): LocalJobDefinition => ({
+    arn: 'arn:aws:batch:us-east-1:000000000000:job-definition/train:1',
+    name: 'train',
+    jobDir: 'batch-jobs/reward-train',
+    command: ['python3', 'main.py'],
+    environment: {},
+    timeoutSeconds: 120,
+    sandbox: { outputs: ['policy.json', 'curves.json'], limits: { wallSeconds: 60, ...limits } },
+  });
+  async function runWith(name: string, spec: Record<string, unknown>, limits?: Record<string, number>) {
+    await s3Client().send(new PutObjectCommand({ Bucket: BUCKET, Key: `runs/${name}/spec.json`, Body: JSON.stringify(spec) }));
+    return host.run(def(limits), name, { JOB_SPEC_URI: `s3://${BUCKET}/runs/${name}/spec.json`, OUTPUT_URI: `s3://${BUCKET}/runs/${name}/output/` });
+  }
+  const read = async (key: string) => (await s3Client().send(new GetObjectCommand({ Bucket: BUCKET, Key: key }))).Body!.transformToString();
+  const keys = async (prefix: string) =>
+    ((await s3Client().send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: prefix }))).Contents ?? []).map((o) => o.Key!.slice(prefix.length)).sort();
+
+  before(async () => {
+    work = mkdtempSync(join(tmpdir(), 'fp-sandbox-host-'));
+    s3rver = await startS3rver(join(work, 's3'), 0);
+    Object.assign(process.env, { AWS_ENDPOINT_URL_S3: s3rver.url, AWS_REGION: 'us-east-1', AWS_ACCESS_KEY_ID: LOCAL_KEY, AWS_SECRET_ACCESS_KEY: LOCAL_KEY });
+    resetClients();
+    await s3Client().send(new CreateBucketCommand({ Bucket: BUCKET }));
+    host = new BatchHost(join(work, 'jobs'), { PATH: '/usr/bin:/bin', AWS_SECRET_ACCESS_KEY: 'local-secret-never-inside' }, 2);
+  });
+  after(async () => {
+    host?.stop();
+    await s3rver?.close();
+    process.env = saved;
+    resetClients();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it('trains a candidate in the sandbox and hands back only its declared outputs; the grader reads the policy', { skip }, async () => {
+    const run = await runWith('benign', { reward_source: shaped, seed: 1, total_steps: 4000, num_envs: 8, evaluation_episodes: 10 });
+    assert.equal(run.exitCode, 0);
+    assert.deepEqual(await keys('runs/benign/output/'), ['curves.json', 'policy.json', 'result.json']);
+    const policy = parsePolicy(JSON.parse(await read('runs/benign/output/policy.json')));
+    const grade = gradePolicy(policy, [5001, 5002], { episodesPerSeed: 5, excludeSeeds: [1] });
+    assert.equal(grade.perSeed.length, 2);
+  });
+
+  it('stops a candidate that never returns at the wall limit: the verdict is the job error and its result.json', { skip }, async () => {
+    const forever = 'def reward(obs, action, next_obs, done, info):\n    while True:\n        pass\n';
+    await assert.rejects(
+      runWith('forever', { reward_source: forever, seed: 1, total_steps: 4000, num_envs: 8, evaluation_episodes: 10 }, { wallSeconds: 4 }),
+      (error: TaskError) => error.name === 'States.TaskFailed' && /"SandboxLimit":"wall"/.test(error.message),
+    );
+    const result = JSON.parse(await read('runs/forever/output/result.json')) as { error: { type: string; limit: string } };
+    assert.deepEqual([result.error.type, result.error.limit], ['SandboxLimit', 'wall']);
+  });
+
+  it('gives a candidate no secret and no network: a reward that tries fails the job, and nothing it wrote is trusted', { skip }, async () => {
+    const nosy = [
+      'import os, socket',
+      `s = socket.create_connection(("127.0.0.1", ${new URL(s3rver.url).port}), timeout=1)`,
+      'def reward(obs, action, next_obs, done, info):',
+      '    return 0.0',
+    ].join('\n');
+    await assert.rejects(
+      runWith('nosy', { reward_source: nosy, seed: 1, total_steps: 2000, num_envs: 8, evaluation_episodes: 10 }),
+      (error: TaskError) => error.name === 'States.TaskFailed' && !/local-secret-never-inside/.test(error.message),
+    );
+    assert.ok(!(await keys('runs/nosy/output/')).includes('policy.json'));
+  });
+});
