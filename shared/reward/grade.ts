@@ -1,0 +1,66 @@
+/**
+ * Reward search, step 3: the trusted grade of one trained seed, outside the sandbox. It reads the
+ * policy the job handed back as bytes and accepts only the data-only MountainCar policy format
+ * (checked by shape and size; nothing the candidate wrote is run or unpickled), then plays the
+ * environment's own success rule on fresh seeds. A seed whose training failed, or whose policy is
+ * refused, becomes that seed's result with the reason; what the job said about itself is never
+ * the score.
+ */
+import { z } from 'zod';
+import { readObjectBytes } from '../clients/aws.ts';
+import { MAX_POLICY_BYTES, gradePolicy, PolicyFormatError } from '../mountaincar.ts';
+import { parseOrThrow } from '../schema.ts';
+import type { SeedResult } from './search.ts';
+
+export const GradeRequest = z
+  .object({
+    /** The training seed (excluded from grading). */
+    seed: z.int().min(0),
+    /**
+     * Where the trusted runner put the job's policy.json (its OUTPUT_URI + policy.json), never a
+     * location read from the job's own result.json, which the candidate could have written.
+     */
+    policyUri: z.string(),
+    /** The fan-out item's outcome: `{ok: true, value}` or `{ok: false, error, cause}`; only ok/failure is used. */
+    train: z.union([
+      z.object({ ok: z.literal(true) }).loose(),
+      z.object({ ok: z.literal(false), error: z.string().optional(), cause: z.string().optional() }).loose(),
+    ]),
+    gradeSeeds: z.array(z.int().min(0)).min(1).max(1000),
+    episodesPerSeed: z.int().min(1).max(10_000),
+  })
+  .strict();
+export type GradeRequest = z.infer<typeof GradeRequest>;
+
+/** The failure's one-line reason: the sandbox's verdict when there is one, else the job's error. */
+export function failureReason(error: string | undefined, cause: string | undefined): string {
+  try {
+    const parsed = JSON.parse(cause ?? '') as { StatusReason?: string; SandboxLimit?: string; StderrTail?: string };
+    if (parsed.SandboxLimit) return parsed.StatusReason ?? `sandbox limit: ${parsed.SandboxLimit}`;
+    if (parsed.StderrTail) return `${error ?? 'error'}: ${parsed.StderrTail.trim().split('\n').at(-1)}`;
+  } catch {
+    /* a plain-text cause */
+  }
+  return `${error ?? 'error'}: ${(cause ?? '').split('\n')[0]!.slice(0, 300)}`;
+}
+
+export async function gradeSeed(input: unknown): Promise<SeedResult> {
+  const request = parseOrThrow(GradeRequest, input, 'grade');
+  const { seed, train } = request;
+  if (!train.ok) return { seed, success: null, episodes: 0, failure: failureReason(train.error, train.cause) };
+  let bytes: Buffer;
+  try {
+    bytes = await readObjectBytes(request.policyUri, 'policyUri');
+  } catch (error) {
+    if ((error as Error).name === 'NoSuchKey') return { seed, success: null, episodes: 0, failure: 'no policy.json: the job handed back no policy' };
+    throw error;
+  }
+  if (bytes.length > MAX_POLICY_BYTES) return { seed, success: null, episodes: 0, failure: `policy refused: ${bytes.length} bytes, over ${MAX_POLICY_BYTES}` };
+  try {
+    const report = gradePolicy(bytes, request.gradeSeeds, { episodesPerSeed: request.episodesPerSeed, excludeSeeds: [seed] });
+    return { seed, success: report.successRate, episodes: report.perSeed.reduce((n, s) => n + s.episodes, 0) };
+  } catch (error) {
+    if (error instanceof PolicyFormatError) return { seed, success: null, episodes: 0, failure: `policy refused: ${error.message}` };
+    throw error;
+  }
+}

@@ -1,0 +1,71 @@
+/**
+ * The trusted grade of a trained seed, with the S3 read mocked at the SDK edge: a policy in the
+ * data-only format is played on fresh seeds; a refused policy, a missing one and a failed job
+ * become that seed's result with the reason; a training seed is never a grading seed.
+ */
+import { afterEach, beforeEach, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { GetObjectCommand, NoSuchKey, S3Client } from '@aws-sdk/client-s3';
+import { mockClient } from 'aws-sdk-client-mock';
+import { Readable } from 'node:stream';
+import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
+import { resetClients } from '#shared/clients/aws.ts';
+import { failureReason, gradeSeed } from '#shared/reward/grade.ts';
+import { gradePolicy } from '#shared/mountaincar.ts';
+
+const policyText = readFileSync(join(REPO_ROOT, 'test/fixtures/mountaincar/policy-velocity.json'), 'utf8');
+const s3 = mockClient(S3Client);
+/** An object body as the SDK streams it (readObjectBytes iterates it). */
+const body = (text: string) => Readable.from([Buffer.from(text)]);
+const request = (overrides: Record<string, unknown> = {}) => ({
+  seed: 3,
+  policyUri: 's3://bucket/runs/rewards/exec/train/job/output/policy.json',
+  train: { ok: true, value: { policy: 's3://elsewhere/forged.json', selfEvaluation: { success_rate: 1 } } },
+  gradeSeeds: [1001, 1002],
+  episodesPerSeed: 20,
+  ...overrides,
+});
+
+describe('reward search: the trusted grade of one seed', () => {
+  beforeEach(() => {
+    resetClients();
+    s3.reset();
+  });
+  afterEach(() => resetClients());
+
+  it('plays the policy from where the runner put it, on fresh seeds, ignoring what the job said about itself', async () => {
+    s3.on(GetObjectCommand, { Bucket: 'bucket', Key: 'runs/rewards/exec/train/job/output/policy.json' }).resolves({ Body: body(policyText) as never });
+    const result = await gradeSeed(request());
+    const expected = gradePolicy(policyText, [1001, 1002], { episodesPerSeed: 20 });
+    assert.deepEqual(result, { seed: 3, success: expected.successRate, episodes: 40 });
+    assert.equal(s3.commandCalls(GetObjectCommand).length, 1, 'only the runner-chosen key was read');
+  });
+
+  it('refuses a policy that is not exactly the data-only format, as that seed\'s result', async () => {
+    const forged = JSON.parse(policyText) as { layers: { weight: number[][] }[] };
+    forged.layers[1]!.weight[5]!.push(0);
+    s3.on(GetObjectCommand).resolves({ Body: body(JSON.stringify(forged)) as never });
+    const result = await gradeSeed(request());
+    assert.equal(result.success, null);
+    assert.match(result.failure!, /^policy refused: .*layers\[1\]\.weight\[5\]/);
+    s3.on(GetObjectCommand).resolves({ Body: body('\x80\x04\x95 a pickle') as never });
+    assert.match((await gradeSeed(request())).failure!, /^policy refused/);
+  });
+
+  it('records a failed or silent job as that seed\'s result, with the sandbox verdict when there is one', async () => {
+    const cause = JSON.stringify({ Status: 'FAILED', StatusReason: 'the sandbox stopped the job: wall limit (ran past 60 s)', SandboxLimit: 'wall' });
+    assert.deepEqual(await gradeSeed(request({ train: { ok: false, error: 'States.TaskFailed', cause } })), {
+      seed: 3, success: null, episodes: 0, failure: 'the sandbox stopped the job: wall limit (ran past 60 s)',
+    });
+    s3.on(GetObjectCommand).rejects(new NoSuchKey({ message: 'The specified key does not exist.', $metadata: {} }));
+    assert.equal((await gradeSeed(request())).failure, 'no policy.json: the job handed back no policy');
+    assert.equal(failureReason('States.TaskFailed', JSON.stringify({ StderrTail: 'Traceback\n  File x\nRewardCallError: reward() raised at step 3' })), 'States.TaskFailed: RewardCallError: reward() raised at step 3');
+  });
+
+  it('never grades on the training seed', async () => {
+    s3.on(GetObjectCommand).resolves({ Body: body(policyText) as never });
+    await assert.rejects(gradeSeed(request({ gradeSeeds: [3, 1001] })), /seeds\[0\]: was a training seed/);
+  });
+});
