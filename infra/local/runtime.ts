@@ -29,7 +29,7 @@ import { buildApp } from '../build-app.ts';
 import type { PipelineEntry } from '../registry.ts';
 import { prepareAsl, type TaskRef } from './asl-prepass.ts';
 import { ApiError, startAwsApi } from './aws-api.ts';
-import { BatchHost, type LocalJobDefinition } from './batch-host.ts';
+import { BatchHost, type LocalSandbox, type LocalJobDefinition } from './batch-host.ts';
 import { CallbackError, CallbackRegistry, TASK_TOKEN_MARKER } from './callbacks.ts';
 import { lockDataDir, startDynalite, startS3rver, type Listening, type S3Emulator, type S3NotificationEvent } from './emulators.ts';
 import { matchesPattern } from './event-pattern.ts';
@@ -298,6 +298,7 @@ export class LocalRuntime extends EventEmitter {
         command: resource.Metadata?.[META.jobCommand] as string[],
         environment: Object.fromEntries((props.ContainerProperties?.Environment ?? []).map((e) => [e.Name, String(e.Value)])),
         timeoutSeconds: props.Timeout?.AttemptDurationSeconds ?? 7200,
+        ...(resource.Metadata?.[META.jobSandbox] ? { sandbox: resource.Metadata[META.jobSandbox] as LocalSandbox } : {}),
       });
     }
   }

@@ -33,6 +33,7 @@ import { jobCodeVersion, nodeJobCodeVersion, REPO_ROOT, type CodeVersion } from 
 import { META } from './function.ts';
 import { acknowledgeFindings, s3GrantFindings } from './nag-findings.ts';
 import type { StepResources } from './resources.ts';
+import type { SandboxNetwork } from './sandbox-network.ts';
 
 export interface BatchJobProps {
   /** Folder name under batch-jobs/. */
@@ -61,7 +62,24 @@ export interface BatchJobProps {
   readonly environment?: Record<string, string>;
   /** Changes the code version on purpose, invalidating cached results of this job. */
   readonly salt?: string;
+  /**
+   * Runs untrusted code (a Python job): on AWS in the sandbox network's queue (no route out but
+   * the VPC endpoints) with no job role at all, so the container holds no AWS credentials; its
+   * image's `sandbox_entry.py` (batch-jobs/common) stages the spec in and the declared outputs out
+   * through presigned URLs for exactly this job's keys. Locally, in bubblewrap with the same
+   * staging done by the runtime. The job's main.py must take `--spec FILE --output-dir DIR`.
+   */
+  readonly sandbox?: SandboxJobOptions;
   readonly resources: StepResources;
+}
+
+export interface SandboxJobOptions {
+  /** Where it runs on AWS. */
+  readonly network: SandboxNetwork;
+  /** File names the job hands back besides result.json (e.g. policy.json). */
+  readonly outputs: readonly string[];
+  /** Local sandbox limits (wall seconds default to the job timeout). */
+  readonly limits?: { readonly wallSeconds?: number; readonly cpuSeconds?: number; readonly memoryBytes?: number; readonly maxProcesses?: number };
 }
 
 export class BatchJob extends Construct {
@@ -83,26 +101,41 @@ export class BatchJob extends Construct {
       throw new ConfigError('attempts', attempts, 'must be an integer from 1 to 10 (the Batch limit)');
     }
     if (props.entry !== undefined) checkEntry(props.job, jobDir, props.entry, props.command);
+    if (props.sandbox && (props.entry !== undefined || gpus > 0)) {
+      throw new ConfigError('sandbox', props.job, 'a sandboxed job is a Python job on the CPU queue (no entry, no GPU)');
+    }
+    if (props.sandbox) {
+      for (const name of props.sandbox.outputs) {
+        if (!/^[\w.-]{1,100}$/.test(name) || name === 'result.json' || name.startsWith('.')) {
+          throw new ConfigError('sandbox.outputs', name, 'must be plain file names other than result.json');
+        }
+      }
+    }
     this.jobDir = jobDir;
     this.codeVersion =
       props.entry === undefined ? jobCodeVersion(jobDir, props.salt) : nodeJobCodeVersion(jobDir, join(jobDir, props.entry), props.salt);
-    const command = props.entry === undefined ? (props.command ?? ['python3', 'main.py']) : [...NODE_JOB_COMMAND];
+    const baseCommand = props.entry === undefined ? (props.command ?? ['python3', 'main.py']) : [...NODE_JOB_COMMAND];
+    // A sandboxed job's container starts the stager, which runs the job's own command.
+    const command = props.sandbox ? ['python3', 'sandbox_entry.py', ...baseCommand] : baseCommand;
     // What the embedded runtime runs in the job folder: the same entrypoint, unbundled for Node jobs.
-    const localCommand = props.entry === undefined ? command : ['node', '--import', 'tsx', props.entry];
+    const localCommand = props.entry === undefined ? baseCommand : ['node', '--import', 'tsx', props.entry];
     const { resources } = props;
 
-    const jobRole = new Role(this, 'JobRole', { assumedBy: new ServicePrincipal('ecs-tasks.amazonaws.com') });
-    resources.bucket.grantReadWrite(jobRole);
-    acknowledgeFindings(
-      jobRole,
-      s3GrantFindings(
+    // A sandboxed job gets no role: no credentials exist in its container to steal.
+    const jobRole = props.sandbox ? undefined : new Role(this, 'JobRole', { assumedBy: new ServicePrincipal('ecs-tasks.amazonaws.com') });
+    if (jobRole) {
+      resources.bucket.grantReadWrite(jobRole);
+      acknowledgeFindings(
         jobRole,
-        resources.bucket,
-        ['read', 'put', 'delete'],
-        '*',
-        'A job reads its spec and inputs and writes outputs and checkpoints under keys that embed the execution and a fresh job id (runs/<pipeline>/<execution>/..., checkpoints/<run>/...), unknown at synth.',
-      ),
-    );
+        s3GrantFindings(
+          jobRole,
+          resources.bucket,
+          ['read', 'put', 'delete'],
+          '*',
+          'A job reads its spec and inputs and writes outputs and checkpoints under keys that embed the execution and a fresh job id (runs/<pipeline>/<execution>/..., checkpoints/<run>/...), unknown at synth.',
+        ),
+      );
+    }
     const logGroup = new LogGroup(this, 'Logs', {
       retention: resources.logRetention ?? RetentionDays.ONE_MONTH,
       removalPolicy: RemovalPolicy.DESTROY,
@@ -113,9 +146,10 @@ export class BatchJob extends Construct {
           ? ContainerImage.fromAsset(join(REPO_ROOT, 'batch-jobs'), { file: `${props.job}/Dockerfile` })
           : ContainerImage.fromAsset(REPO_ROOT, { file: `batch-jobs/${props.job}/Dockerfile`, exclude: nodeJobContextExcludes(props.job) }),
       command,
-      jobRole,
-      environment:
-        props.entry === undefined
+      ...(jobRole ? { jobRole } : {}),
+      environment: props.sandbox
+        ? { PYTHONUNBUFFERED: '1', ...props.environment }
+        : props.entry === undefined
           ? { [ENV.bucket]: resources.bucket.bucketName, PYTHONUNBUFFERED: '1', ...props.environment }
           : { [ENV.bucket]: resources.bucket.bucketName, ...props.environment },
       logging: LogDrivers.awsLogs({ streamPrefix: props.job, logGroup }),
@@ -134,7 +168,8 @@ export class BatchJob extends Construct {
             memory: props.memory ?? Size.gibibytes(4),
             // The platform's job subnets are public (no NAT gateway billing at rest): egress
             // to ECR and outside APIs needs a public IP; the security group admits no inbound.
-            assignPublicIp: true,
+            // The sandbox subnet has no route out at all, and no public IP.
+            assignPublicIp: !props.sandbox,
           });
     this.jobDefinition = new EcsJobDefinition(this, 'Definition', {
       container,
@@ -154,10 +189,11 @@ export class BatchJob extends Construct {
         reason: 'ecr:GetAuthorizationToken, granted by CDK so the ECS agent can pull the job image, supports no resource-level permissions; the image pull itself is scoped to the asset repository.',
       },
     ]);
-    this.queue = gpus > 0 ? resources.gpuQueue : resources.cpuQueue;
+    this.queue = props.sandbox ? props.sandbox.network.queue : gpus > 0 ? resources.gpuQueue : resources.cpuQueue;
     const cfn = this.jobDefinition.node.defaultChild as CfnJobDefinition;
     cfn.addMetadata(META.jobDir, relative(REPO_ROOT, jobDir).split(sep).join('/'));
     cfn.addMetadata(META.jobCommand, localCommand);
+    if (props.sandbox) cfn.addMetadata(META.jobSandbox, { outputs: [...props.sandbox.outputs], limits: props.sandbox.limits ?? {} });
     cfn.addMetadata(META.codeVersion, this.codeVersion.hash);
   }
 }

@@ -20,6 +20,8 @@ export const META = {
   codeVersion: 'frontier:codeVersion',
   jobDir: 'frontier:jobDir',
   jobCommand: 'frontier:jobCommand',
+  /** A sandboxed job's declared outputs and local limits. */
+  jobSandbox: 'frontier:jobSandbox',
 } as const;
 
 /** onnxruntime-node and what it needs at run time (adm-zip and global-agent serve only its installer). */

@@ -14,6 +14,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { applyNag } from '#infra/nag.ts';
 import { SandboxNetwork } from '#pipelines/steps/sandbox-network.ts';
+import { BatchJob } from '#pipelines/steps/batch-job.ts';
+import { META } from '#pipelines/steps/function.ts';
+import { minimalScope } from '../support/stacks.ts';
 
 function build(props: Partial<ConstructorParameters<typeof SandboxNetwork>[2]> = {}) {
   const app = new App();
@@ -83,6 +86,31 @@ describe('SandboxNetwork', () => {
     assert.deepEqual(own.map((v) => `${v.ruleName}: ${(v.violatingConstructs ?? []).map((c) => c.constructPath).join(', ')}`), [], message);
     assert.ok(existsSync(report), `the validation report was written (${message})`);
     rmSync(app.outdir, { recursive: true, force: true });
+  });
+
+  it('runs a sandboxed job with no role, in the sandbox queue, without a public IP, through the stager', () => {
+    const { stack, resources } = minimalScope();
+    const vpc = new ec2.Vpc(stack, 'Vpc', { maxAzs: 2, natGateways: 0, subnetConfiguration: [{ name: 'public', subnetType: ec2.SubnetType.PUBLIC, cidrMask: 20 }] });
+    const network = new SandboxNetwork(stack, 'Sandbox', { vpc, bucket: resources.bucket });
+    const job = new BatchJob(stack, 'Train', { job: 'reward-train', sandbox: { network, outputs: ['policy.json', 'curves.json'], limits: { wallSeconds: 600 } }, resources });
+    assert.equal(job.queue, network.queue);
+    const template = Template.fromStack(stack);
+    const [definition] = Object.values(template.findResources('AWS::Batch::JobDefinition')) as {
+      Metadata: Record<string, unknown>;
+      Properties: { ContainerProperties: { Command: string[]; JobRoleArn?: unknown; NetworkConfiguration: { AssignPublicIp: string }; Environment?: { Name: string }[] } };
+    }[];
+    const container = definition!.Properties.ContainerProperties;
+    assert.equal(container.JobRoleArn, undefined, 'no job role: no credentials in the container');
+    assert.equal(container.NetworkConfiguration.AssignPublicIp, 'DISABLED');
+    assert.deepEqual(container.Command, ['python3', 'sandbox_entry.py', 'python3', 'main.py']);
+    assert.ok(!(container.Environment ?? []).some((e) => e.Name === 'BUCKET_NAME'));
+    assert.deepEqual(definition!.Metadata[META.jobCommand], ['python3', 'main.py']);
+    assert.deepEqual(definition!.Metadata[META.jobSandbox], { outputs: ['policy.json', 'curves.json'], limits: { wallSeconds: 600 } });
+    assert.ok(job.codeVersion.components['batch-jobs/common/sandbox_entry.py'], 'the stager is part of the code version');
+    assert.throws(
+      () => new BatchJob(stack, 'Bad', { job: 'reward-train', sandbox: { network, outputs: ['result.json'] }, resources }),
+      /sandbox\.outputs: must be plain file names other than result\.json/,
+    );
   });
 
   it('names a bad CIDR', () => {
