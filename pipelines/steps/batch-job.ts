@@ -87,6 +87,10 @@ export class BatchJob extends Construct {
   readonly queue: IJobQueue;
   readonly codeVersion: CodeVersion;
   readonly jobDir: string;
+  /** Wall-clock limit per attempt, in seconds. */
+  readonly timeoutSeconds: number;
+  /** A sandboxed job's declared outputs (besides result.json); undefined for a trusted job. */
+  readonly sandboxOutputs?: readonly string[];
 
   constructor(scope: Construct, id: string, props: BatchJobProps) {
     super(scope, id);
@@ -112,6 +116,8 @@ export class BatchJob extends Construct {
       }
     }
     this.jobDir = jobDir;
+    this.timeoutSeconds = (props.timeout ?? Duration.hours(2)).toSeconds();
+    this.sandboxOutputs = props.sandbox ? [...props.sandbox.outputs] : undefined;
     this.codeVersion =
       props.entry === undefined ? jobCodeVersion(jobDir, props.salt) : nodeJobCodeVersion(jobDir, join(jobDir, props.entry), props.salt);
     const baseCommand = props.entry === undefined ? (props.command ?? ['python3', 'main.py']) : [...NODE_JOB_COMMAND];

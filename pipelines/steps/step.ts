@@ -16,6 +16,8 @@ import type { PipelineFunction } from './function.ts';
 import { acknowledgeOnStateMachine, iam5Resource, invokeGrantFinding } from './nag-findings.ts';
 import { checkStepId, stateName } from './names.ts';
 import type { StepScope } from './resources.ts';
+import { presignFunction } from './presign.ts';
+import { MAX_PRESIGN_SECONDS } from '#shared/presign.ts';
 
 /** Where a step's scratch values live while it runs. */
 export const SCRATCH = '$._step';
@@ -137,6 +139,26 @@ export function runJob(job: BatchJob, scope: StepScope, options: { payload?: Rec
         resultPath: sfn.JsonPath.DISCARD,
       });
       retryServiceErrors(writeSpec, SERVICE_ERRORS);
+      // A sandboxed job holds no credentials: presigned URLs for its spec and its declared outputs.
+      const presign = job.sandboxOutputs
+        ? new tasks.LambdaInvoke(construct, stateName(stepId, 'Presign'), {
+            lambdaFunction: presignFunction(construct, scope),
+            payload: sfn.TaskInput.fromObject({
+              specUri: sfn.JsonPath.stringAt(`${SCRATCH}.job.specUri`),
+              outputUri: sfn.JsonPath.stringAt(`${SCRATCH}.job.outputUri`),
+              outputs: [...job.sandboxOutputs],
+              // The queue wait comes on top of the run: an hour's margin, within the signer's session.
+              expiresSeconds: Math.min(job.timeoutSeconds + 3600, MAX_PRESIGN_SECONDS),
+            }),
+            payloadResponseOnly: true,
+            retryOnServiceExceptions: false,
+            resultPath: `${SCRATCH}.job.urls`,
+          })
+        : undefined;
+      if (presign) {
+        retryServiceErrors(presign, LAMBDA_SERVICE_ERRORS);
+        acknowledgeOnStateMachine(construct, [invokeGrantFinding(construct, presignFunction(construct, scope).functionArn)]);
+      }
       const submit = new tasks.BatchSubmitJob(construct, stateName(stepId, 'Run job'), {
         jobName: stepId,
         jobQueueArn: job.queue.jobQueueArn,
@@ -146,6 +168,12 @@ export function runJob(job: BatchJob, scope: StepScope, options: { payload?: Rec
           environment: {
             JOB_SPEC_URI: sfn.JsonPath.stringAt(`${SCRATCH}.job.specUri`),
             OUTPUT_URI: sfn.JsonPath.stringAt(`${SCRATCH}.job.outputUri`),
+            ...(presign
+              ? {
+                  JOB_SPEC_URL: sfn.JsonPath.stringAt(`${SCRATCH}.job.urls.specUrl`),
+                  JOB_OUTPUT_URLS: sfn.JsonPath.stringAt(`${SCRATCH}.job.urls.outputUrls`),
+                }
+              : {}),
           },
         },
         resultSelector: { 'jobId.$': '$.JobId', 'status.$': '$.Status' },
@@ -187,7 +215,8 @@ export function runJob(job: BatchJob, scope: StepScope, options: { payload?: Rec
         },
       ]);
       const start = sfn.Chain.start(prepare).next(locate);
-      return (buildSpec ? start.next(buildSpec) : start).next(writeSpec).next(submit).next(readResult).next(deliver);
+      const written = (buildSpec ? start.next(buildSpec) : start).next(writeSpec);
+      return (presign ? written.next(presign) : written).next(submit).next(readResult).next(deliver);
     },
   };
 }

@@ -16,7 +16,10 @@ import { applyNag } from '#infra/nag.ts';
 import { SandboxNetwork } from '#pipelines/steps/sandbox-network.ts';
 import { BatchJob } from '#pipelines/steps/batch-job.ts';
 import { META } from '#pipelines/steps/function.ts';
-import { minimalScope } from '../support/stacks.ts';
+import { definitionOf, minimalScope } from '../support/stacks.ts';
+import { Duration } from 'aws-cdk-lib';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import { runJob, step } from '#pipelines/steps/step.ts';
 
 function build(props: Partial<ConstructorParameters<typeof SandboxNetwork>[2]> = {}) {
   const app = new App();
@@ -111,6 +114,29 @@ describe('SandboxNetwork', () => {
       () => new BatchJob(stack, 'Bad', { job: 'reward-train', sandbox: { network, outputs: ['result.json'] }, resources }),
       /sandbox\.outputs: must be plain file names other than result\.json/,
     );
+  });
+
+  it('presigns the spec and the declared outputs before submitting a sandboxed job, and only then', () => {
+    const { stack, resources, steps } = minimalScope();
+    const vpc = new ec2.Vpc(stack, 'Vpc', { maxAzs: 2, natGateways: 0, subnetConfiguration: [{ name: 'public', subnetType: ec2.SubnetType.PUBLIC, cidrMask: 20 }] });
+    const network = new SandboxNetwork(stack, 'Sandbox', { vpc, bucket: resources.bucket });
+    const sandboxed = new BatchJob(stack, 'Train', { job: 'reward-train', timeout: Duration.minutes(30), sandbox: { network, outputs: ['policy.json'] }, resources });
+    const trusted = new BatchJob(stack, 'Plain', { job: 'reward-train', resources });
+    const chain = step(stack, 'train', { run: runJob(sandboxed, steps), inputs: { 'seed.$': '$.seed' }, resultPath: '$.train' })
+      .next(step(stack, 'plain', { run: runJob(trusted, steps), inputs: { 'seed.$': '$.seed' }, resultPath: '$.plain' }));
+    new sfn.StateMachine(stack, 'Machine', { definitionBody: sfn.DefinitionBody.fromChainable(chain) });
+    const states = definitionOf(Template.fromStack(stack)).States;
+    const presign = states['train: Presign']!;
+    // payloadResponseOnly: the Parameters are the event itself.
+    const payload = presign.Parameters as Record<string, unknown>;
+    assert.deepEqual(payload['outputs'], ['policy.json']);
+    assert.equal(payload['expiresSeconds'], 30 * 60 + 3600);
+    assert.equal(presign['Next'], 'train: Run job');
+    const env = (states['train: Run job']!.Parameters as { ContainerOverrides: { Environment: { Name: string; 'Value.$': string }[] } }).ContainerOverrides.Environment;
+    assert.deepEqual(env.map((e) => e.Name), ['JOB_SPEC_URI', 'OUTPUT_URI', 'JOB_SPEC_URL', 'JOB_OUTPUT_URLS']);
+    assert.equal(states['plain: Presign'], undefined);
+    const plainEnv = (states['plain: Run job']!.Parameters as { ContainerOverrides: { Environment: { Name: string }[] } }).ContainerOverrides.Environment;
+    assert.deepEqual(plainEnv.map((e) => e.Name), ['JOB_SPEC_URI', 'OUTPUT_URI']);
   });
 
   it('names a bad CIDR', () => {
