@@ -17,6 +17,8 @@ import { LM_SFT_PIPELINE, LmSftStack } from '../pipelines/lm-sft/stack.ts';
 import { LM_SFT_SIZES, LmSftConfig } from '../pipelines/lm-sft/config.ts';
 import { MOLECULES_PIPELINE, MolecularDiscoveryStack } from '../pipelines/molecules/stack.ts';
 import { MOLECULES_SIZES, MoleculesConfig } from '../pipelines/molecules/config.ts';
+import { REWARDS_PIPELINE, RewardSearchStack } from '../pipelines/rewards/stack.ts';
+import { REWARDS_SIZES, RewardsConfig } from '../pipelines/rewards/config.ts';
 
 export interface PipelineEntry {
   /** Name used by the CLI and in S3 prefixes. */
@@ -77,6 +79,16 @@ export const PIPELINES: readonly PipelineEntry[] = [
     sizes: MOLECULES_SIZES,
     afterRun: 'report: npx frontier artifacts show molecular-discovery (report.html); each batch waits for approval: open the link in its email (.local/outbox)',
     create: (scope, id, props) => new MolecularDiscoveryStack(scope, id, props),
+  },
+  {
+    name: REWARDS_PIPELINE,
+    stackId: 'RewardSearch',
+    description: 'Reward design by Claude: MountainCar reward functions trained with PPO in sandboxes, graded outside them, the winner against two baselines',
+    config: RewardsConfig,
+    smoke: REWARDS_SIZES.smoke,
+    sizes: REWARDS_SIZES,
+    afterRun: 'report: npx frontier artifacts show reward-search (report.html, reward.py)',
+    create: (scope, id, props) => new RewardSearchStack(scope, id, props),
   },
   {
     // The platform's probe: a fixture using every step kind. Deploying it verifies an account's

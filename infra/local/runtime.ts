@@ -226,7 +226,12 @@ export class LocalRuntime extends EventEmitter {
     resetClients();
     this.s3 = new S3Client({ forcePathStyle: true, endpoint: s3.url, region: LOCAL_REGION, credentials: { accessKeyId: LOCAL_KEY, secretAccessKey: LOCAL_KEY } });
     this.dynamodb = new DynamoDBClient({ endpoint: dynamo.url, region: LOCAL_REGION, credentials: { accessKeyId: LOCAL_KEY, secretAccessKey: LOCAL_KEY } });
-    this.lambda = new LambdaHost(baseEnv);
+    // Claude: the real API when ANTHROPIC_API_KEY is set here, or the tests' fake server through
+    // ANTHROPIC_BASE_URL; Lambdas only (a job never gets the key).
+    const anthropic = Object.fromEntries(
+      ['ANTHROPIC_API_KEY', 'ANTHROPIC_BASE_URL'].flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : [])),
+    );
+    this.lambda = new LambdaHost({ ...baseEnv, ...anthropic });
     this.closers.push(() => this.lambda.stop());
     this.batch = new BatchHost(join(this.dataDir, 'jobs'), baseEnv, this.options.jobConcurrency, (jobName, progress) =>
       this.emit('jobProgress', { jobName, progress }),

@@ -200,8 +200,13 @@ export function runJob(job: BatchJob, scope: StepScope, options: { payload?: Rec
         }),
         { errors: ['S3.NoSuchKeyException'] },
       );
+      // A sandboxed job's result.json is the candidate's own word: it comes with the output prefix
+      // the runner chose, so that trusted steps read outputs from there, never from a location
+      // the job wrote.
       const deliver = new sfn.Pass(construct, stateName(stepId, 'Job result'), {
-        inputPath: `${SCRATCH}.job.result.value`,
+        ...(job.sandboxOutputs
+          ? { parameters: { 'result.$': `${SCRATCH}.job.result.value`, 'outputUri.$': `${SCRATCH}.job.outputUri` } }
+          : { inputPath: `${SCRATCH}.job.result.value` }),
         resultPath,
       });
       acknowledgeOnStateMachine(construct, [

@@ -27,7 +27,7 @@ describe('cli: errors', () => {
   it('an unknown pipeline names it and lists the known ones', async () => {
     const c = capture();
     assert.equal(await main(['run', 'nope'], c.io), 1);
-    assert.match(c.text(), /unknown pipeline "nope"; known pipelines: selfplay, evals, lm-sft, molecules, probe/);
+    assert.match(c.text(), /unknown pipeline "nope"; known pipelines: selfplay, evals, lm-sft, molecules, rewards, probe/);
   });
 
   it('a config that fails its schema names the field and the value', async () => {

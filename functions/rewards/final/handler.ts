@@ -1,0 +1,13 @@
+/** Reward search, the final: plan (the winner and both baselines) or record (their graded seeds). */
+import { z } from 'zod';
+import { requireEnv } from '#shared/env.ts';
+import { finalPlanStep, finalRecordStep } from '#shared/reward/steps.ts';
+import { parseOrThrow } from '#shared/schema.ts';
+import { ENV } from '#shared/table.ts';
+
+const ctx = { bucket: requireEnv(ENV.bucket), pipeline: requireEnv(ENV.pipeline) };
+
+export async function handler(event: unknown) {
+  const { action, ...rest } = parseOrThrow(z.object({ action: z.enum(['plan', 'record']) }).loose(), event);
+  return action === 'plan' ? finalPlanStep(rest) : finalRecordStep(ctx, rest);
+}

@@ -1,0 +1,10 @@
+/** Reward search, step 3 of a generation: the graded seeds into the search document. */
+import { requireEnv } from '#shared/env.ts';
+import { recordStep } from '#shared/reward/steps.ts';
+import { ENV } from '#shared/table.ts';
+
+const ctx = { bucket: requireEnv(ENV.bucket), pipeline: requireEnv(ENV.pipeline) };
+
+export async function handler(event: unknown) {
+  return recordStep(ctx, event);
+}

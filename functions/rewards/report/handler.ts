@@ -1,0 +1,10 @@
+/** Reward search report: the HTML report, the winning reward function and the search document. */
+import { requireEnv } from '#shared/env.ts';
+import { reportStep } from '#shared/reward/steps.ts';
+import { ENV } from '#shared/table.ts';
+
+const ctx = { bucket: requireEnv(ENV.bucket), pipeline: requireEnv(ENV.pipeline) };
+
+export async function handler(event: unknown) {
+  return reportStep(ctx, event);
+}

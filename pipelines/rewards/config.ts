@@ -1,0 +1,70 @@
+/**
+ * Reward search: config and sizes. A run trains `generations x candidates x trainSeeds` policies
+ * in the sandbox (each a few seconds of PPO at these step counts on one CPU), plus the final:
+ * the winner and both baselines on the same training seeds, graded on `finalSeeds`.
+ */
+import { z } from 'zod';
+import { MAX_SOURCE_CHARS } from '#shared/reward/propose.ts';
+
+const seeds = (max: number) => z.array(z.int().min(0).max(2 ** 31 - 1)).min(1).max(max);
+
+export const RewardFile = z
+  .object({
+    name: z.string().regex(/^[a-z][a-z0-9_-]{0,39}$/, 'must be a lowercase slug of at most 40 characters'),
+    source: z.string().min(1).max(MAX_SOURCE_CHARS),
+  })
+  .strict();
+
+export const RewardsConfig = z
+  .object({
+    generations: z.int().min(1).max(10).default(4),
+    /** Reward functions Claude writes per generation. */
+    candidates: z.int().min(1).max(16).default(6),
+    /** The Claude model id. */
+    model: z.string().min(1).default('claude-sonnet-4-5'),
+    /** Evaluate these reward functions instead of asking Claude (one generation); no API key needed. */
+    rewardFiles: z.array(RewardFile).min(1).max(16).optional(),
+    /** Every candidate trains once per seed. */
+    trainSeeds: seeds(10).default([1, 2, 3]),
+    /** Fresh seeds the search grades on. */
+    gradeSeeds: seeds(100).default([1001, 1002, 1003, 1004, 1005]),
+    /** Fresh seeds of the final comparison, unseen by the search too. */
+    finalSeeds: seeds(100).default([2001, 2002, 2003, 2004, 2005, 2006, 2007, 2008, 2009, 2010]),
+    /** Greedy episodes per grading seed. */
+    episodesPerSeed: z.int().min(1).max(1000).default(100),
+    train: z
+      .object({
+        /** Environment steps of PPO per run: 8,000 leaves room between the two baselines (see the README). */
+        total_steps: z.int().min(256).max(2_000_000).default(8000),
+        num_envs: z.int().min(1).max(64).default(8),
+        evaluation_episodes: z.int().min(0).max(1000).default(20),
+      })
+      .strict()
+      .default({ total_steps: 8000, num_envs: 8, evaluation_episodes: 20 }),
+  })
+  .strict()
+  .superRefine((c, ctx) => {
+    const train = new Set(c.trainSeeds);
+    for (const field of ['gradeSeeds', 'finalSeeds'] as const) {
+      c[field].forEach((s, i) => {
+        if (train.has(s)) ctx.addIssue({ code: 'custom', path: [field, i], message: 'is a training seed: grading needs seeds the candidates never trained on' });
+      });
+    }
+    const grade = new Set(c.gradeSeeds);
+    c.finalSeeds.forEach((s, i) => {
+      if (grade.has(s)) ctx.addIssue({ code: 'custom', path: ['finalSeeds', i], message: 'is a search grading seed: the final needs seeds the search never saw' });
+    });
+    if (c.rewardFiles) {
+      const names = new Set<string>();
+      c.rewardFiles.forEach((f, i) => {
+        if (names.has(f.name)) ctx.addIssue({ code: 'custom', path: ['rewardFiles', i, 'name'], message: 'is used by an earlier file' });
+        names.add(f.name);
+      });
+    }
+  });
+export type RewardsConfig = z.infer<typeof RewardsConfig>;
+
+export const REWARDS_SIZES = {
+  test: { generations: 2, candidates: 2, trainSeeds: [1], gradeSeeds: [1001], finalSeeds: [2001], episodesPerSeed: 20, train: { total_steps: 3000, evaluation_episodes: 5 } },
+  smoke: { generations: 2, candidates: 3, trainSeeds: [1, 2], gradeSeeds: [1001, 1002], finalSeeds: [2001, 2002, 2003, 2004], episodesPerSeed: 50, train: { total_steps: 6000 } },
+} as const satisfies Record<string, z.input<typeof RewardsConfig>>;

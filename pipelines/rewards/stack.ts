@@ -1,0 +1,217 @@
+/**
+ * Reward design by Claude: candidates trained in sandboxes, graded outside them.
+ *
+ * 1. propose (Lambda): Claude writes K reward functions for MountainCar (structured output, the
+ *    task block prompt-cached), fed back the previous generation's graded results; or the reward
+ *    files given in the config (no API key needed).
+ * 2. runs (fan-out, one item per candidate and training seed):
+ *    a. train (Batch CPU job in the sandbox, cached per source hash, seed, settings and code):
+ *       PPO with the candidate's reward. On AWS the job has no role and no route out but the VPC
+ *       endpoints, and moves its spec and outputs through presigned URLs; locally it runs in
+ *       bubblewrap with no network. A failure in one seed becomes that seed's result.
+ *    b. grade (Lambda, trusted, cached): the data-only policy read from where the runner put it,
+ *       played on fresh seeds with the environment's own success rule.
+ * 3. record (Lambda): the generation into the search document; loop while generations remain.
+ * 4. The final: the winner and both baselines (the environment's reward and a person-written
+ *    shaped reward) trained on the same seeds and graded on the same fresh seeds, through the
+ *    same fan-out (so the winner's training is a cache hit); then the report and the artifact
+ *    `reward-search` (reward.py, report.html, search.json).
+ */
+import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
+import type { IVpc } from 'aws-cdk-lib/aws-ec2';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import type { Construct } from 'constructs';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ENV } from '#shared/table.ts';
+import {
+  BatchJob,
+  fanOut,
+  invoke,
+  PipelineFunction,
+  PipelineStateMachine,
+  publishArtifact,
+  runJob,
+  step,
+  type StepResources,
+  type StepScope,
+} from '#pipelines/steps/index.ts';
+import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
+import { acknowledgeFindings, s3GrantFindings } from '#pipelines/steps/nag-findings.ts';
+import { SandboxNetwork } from '#pipelines/steps/sandbox-network.ts';
+
+export const REWARDS_PIPELINE = 'rewards';
+export const REWARD_ARTIFACT = 'reward-search';
+const functions = join(REPO_ROOT, 'functions', 'rewards');
+const rewardsDir = join(REPO_ROOT, 'batch-jobs', 'reward-train', 'rewards');
+
+export interface RewardSearchStackProps extends StackProps {
+  readonly resources: StepResources & { readonly vpc: IVpc };
+}
+
+export class RewardSearchStack extends Stack {
+  readonly stateMachine: sfn.StateMachine;
+  readonly trainJob: BatchJob;
+
+  constructor(scope: Construct, id: string, props: RewardSearchStackProps) {
+    super(scope, id, props);
+    const { resources } = props;
+    const { bucket } = resources;
+    const steps: StepScope = { pipeline: REWARDS_PIPELINE, resources };
+    const cache = { scope: steps };
+    const env = { [ENV.bucket]: bucket.bucketName, [ENV.pipeline]: REWARDS_PIPELINE };
+
+    const network = new SandboxNetwork(this, 'Sandbox', { vpc: resources.vpc, bucket: resources.bucket });
+    this.trainJob = new BatchJob(this, 'Train', {
+      job: 'reward-train',
+      vcpus: 1,
+      timeout: Duration.minutes(30),
+      attempts: 1,
+      sandbox: { network, outputs: ['policy.json', 'curves.json'], limits: { cpuSeconds: 1800, memoryBytes: 3 * 1024 ** 3, maxProcesses: 64 } },
+      resources,
+    });
+
+    const searchFunction = (fnId: string, entry: string, description: string, extra: Record<string, string> = {}) => {
+      const fn = new PipelineFunction(this, fnId, {
+        entry: join(functions, entry, 'handler.ts'),
+        description,
+        environment: { ...env, ...extra },
+        memorySize: 1024,
+        timeout: Duration.minutes(5),
+        logRetention: resources.logRetention,
+      });
+      bucket.grantRead(fn);
+      bucket.grantPut(fn, `data/${REWARDS_PIPELINE}/*`);
+      acknowledgeFindings(fn, [
+        ...s3GrantFindings(fn, bucket, ['read'], '*', 'Reads search documents (data/rewards/search/<sha256>.json) and policies the sandboxed jobs handed back (runs/rewards/<execution>/...), keys made at run time.'),
+        ...s3GrantFindings(fn, bucket, ['put'], `data/${REWARDS_PIPELINE}/*`, 'Writes content-addressed search documents and reports under data/rewards/ only.'),
+      ]);
+      return fn;
+    };
+    const proposeFn = searchFunction('Propose', 'propose', 'Asks Claude for reward functions (or takes reward files) and plans their training runs', {
+      [ENV.anthropicSecretArn]: resources.anthropicSecret.secretArn,
+    });
+    resources.anthropicSecret.grantRead(proposeFn);
+    const recordFn = searchFunction('Record', 'record', 'Records a generation’s graded seeds in the search document');
+    const finalFn = searchFunction('Final', 'final', 'Plans and records the final: the winner and both baselines on the same seeds');
+    const reportFn = searchFunction('Report', 'report', 'Writes the reward search report and the winning reward function');
+    const gradeFn = searchFunction('Grade', 'grade', 'Grades one trained policy on fresh seeds (trusted, data-only policy format)');
+
+    // The baselines' sources, read at synth: the final trains them like any candidate.
+    const baselines = new sfn.Pass(this, 'Baselines', {
+      result: sfn.Result.fromObject({
+        env: readFileSync(join(rewardsDir, 'env_reward.py'), 'utf8'),
+        shaped: readFileSync(join(rewardsDir, 'shaped_reward.py'), 'utf8'),
+      }),
+      resultPath: '$.baselines',
+    });
+    const start = new sfn.Pass(this, 'First generation', {
+      result: sfn.Result.fromObject({ generation: 1, searchUri: null, done: false }),
+      resultPath: '$.loop',
+    });
+    const propose = step(this, 'propose', {
+      run: invoke(proposeFn),
+      inputs: { 'generation.$': '$.loop.generation', 'searchUri.$': '$.loop.searchUri', 'config.$': '$.config' },
+      resultPath: '$.proposal',
+    });
+    const runs = fanOut(this, 'runs', {
+      itemsPath: '$.proposal.items',
+      iterator: (s) =>
+        step(s, 'train', {
+          run: runJob(this.trainJob, steps, {
+            // The source travels in the spec; its hash, not its text, is in the cache key.
+            payload: {
+              'reward_source.$': '$.item.source',
+              'seed.$': '{inputs}.seed',
+              'total_steps.$': '{inputs}.train.total_steps',
+              'num_envs.$': '{inputs}.train.num_envs',
+              'evaluation_episodes.$': '{inputs}.train.evaluation_episodes',
+            },
+          }),
+          inputs: { 'sourceSha256.$': '$.item.sourceSha256', 'seed.$': '$.item.seed', 'train.$': '$.item.train' },
+          resultPath: '$.train',
+          cache,
+        }).next(
+          step(s, 'grade', {
+            run: invoke(gradeFn),
+            inputs: {
+              'seed.$': '$.item.seed',
+              'policyUri.$': "States.Format('{}policy.json', $.train.outputUri)",
+              train: { ok: true },
+              'gradeSeeds.$': '$.item.gradeSeeds',
+              'episodesPerSeed.$': '$.item.episodesPerSeed',
+            },
+            resultPath: '$.result',
+            cache,
+          }),
+        ),
+      resultPath: '$.steps.runs',
+      maxConcurrency: 10,
+      // Every failed seed is that seed's result; the generation goes on.
+      tolerance: { maxFailuresPath: '$.proposal.itemCount.value' },
+    });
+    const countItems = new sfn.Pass(this, 'Count items', {
+      parameters: { 'value.$': 'States.ArrayLength($.proposal.items)' },
+      resultPath: '$.proposal.itemCount',
+    });
+    const record = step(this, 'record', {
+      run: invoke(recordFn),
+      inputs: { 'generation.$': '$.loop.generation', 'searchUri.$': '$.loop.searchUri', 'proposal.$': '$.proposal', 'results.$': '$.steps.runs', 'config.$': '$.config' },
+      resultPath: '$.loop',
+    });
+    const finalPlan = step(this, 'final-plan', {
+      run: invoke(finalFn),
+      inputs: { action: 'plan', 'searchUri.$': '$.loop.searchUri', 'baselines.$': '$.baselines', 'config.$': '$.config' },
+      resultPath: '$.proposal',
+    });
+    const finalRecord = step(this, 'final-record', {
+      run: invoke(finalFn),
+      inputs: { action: 'record', 'searchUri.$': '$.loop.searchUri', 'proposal.$': '$.proposal', 'results.$': '$.steps.runs' },
+      resultPath: '$.final',
+    });
+    const report = step(this, 'report', {
+      run: invoke(reportFn),
+      inputs: { 'searchUri.$': '$.final.searchUri', 'config.$': '$.config' },
+      resultPath: '$.steps.report',
+      cache,
+    });
+    const publish = publishArtifact(this, 'publish', {
+      scope: steps,
+      name: REWARD_ARTIFACT,
+      filesPath: '$.steps.report.files',
+      metricsPath: '$.steps.report.metrics',
+      cardUriPath: '$.steps.report.reportUri',
+      resultPath: '$.steps.publish',
+    });
+    const output = new sfn.Pass(this, 'Output', {
+      parameters: {
+        'winner.$': '$.steps.report.winner',
+        'searchUri.$': '$.final.searchUri',
+        'metrics.$': '$.steps.report.metrics',
+        'reportUri.$': '$.steps.report.reportUri',
+        'artifact.$': '$.steps.publish',
+      },
+    });
+    const dropRuns = new sfn.Pass(this, 'Drop run results', { result: sfn.Result.fromObject({}), resultPath: '$.steps.runs' });
+
+    const phase = new sfn.Choice(this, 'Search or final?')
+      .when(sfn.Condition.stringEquals('$.proposal.phase', 'final'), finalRecord.next(report).next(publish).next(output))
+      .otherwise(record);
+    const more = new sfn.Choice(this, 'More generations?')
+      .when(sfn.Condition.booleanEquals('$.loop.done', true), finalPlan)
+      .otherwise(propose);
+    baselines.next(start).next(propose);
+    propose.next(countItems);
+    finalPlan.next(countItems);
+    countItems.next(runs).next(phase);
+    record.next(dropRuns).next(more);
+
+    const machine = new PipelineStateMachine(this, 'Pipeline', {
+      pipeline: REWARDS_PIPELINE,
+      definition: baselines,
+      resources,
+      timeout: Duration.days(2),
+    });
+    this.stateMachine = machine.stateMachine;
+  }
+}

@@ -1,0 +1,101 @@
+/**
+ * Reward search end to end on the embedded runtime, at the `test` size, with Claude played by a
+ * fake Messages API on loopback: two generations of two candidates, each trained with the real
+ * PPO job inside the sandbox and graded outside it, hostile candidates contained and recorded as
+ * their verdicts, the graded history fed back, and the final comparing the winner with both
+ * baselines on the same seeds. Then reward files are evaluated without asking Claude.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { GetObjectCommand } from '@aws-sdk/client-s3';
+import type { ExecutionRecord, LocalRuntime } from '#infra/local/runtime.ts';
+import { pipelineNamed } from '#infra/cli/config.ts';
+import { sandboxAvailable } from '#infra/local/sandbox.ts';
+import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
+import { REWARDS_SIZES, RewardsConfig } from '#pipelines/rewards/config.ts';
+import { REWARD_ARTIFACT, REWARDS_PIPELINE } from '#pipelines/rewards/stack.ts';
+import { s3Client } from '#shared/clients/aws.ts';
+import { parseS3Uri } from '#shared/s3uri.ts';
+import { readSearch } from '#shared/reward/steps.ts';
+import { startFakeClaude, type FakeClaude } from '../support/fake-claude.ts';
+import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
+
+const probe = await sandboxAvailable();
+const skip = probe.available ? false : `no sandbox here: ${probe.reason}`;
+const shaped = readFileSync(join(REPO_ROOT, 'batch-jobs/reward-train/rewards/shaped_reward.py'), 'utf8');
+const candidate = (name: string, source: string) => ({ name, rationale: `try ${name}`, source });
+const HEIGHT = 'import math\n\ndef reward(obs, action, next_obs, done, info):\n    return 10.0 * (math.sin(3 * next_obs[0]) - math.sin(3 * obs[0])) + (100.0 if info["goal_reached"] else -0.1)\n';
+const NETWORK = 'import socket\nsocket.create_connection(("169.254.170.2", 80), timeout=2)\n\ndef reward(obs, action, next_obs, done, info):\n    return 0.0\n';
+const FORK_BOMB = 'import os\nwhile True:\n    os.fork()\n\ndef reward(obs, action, next_obs, done, info):\n    return 0.0\n';
+
+async function readText(uri: string): Promise<string> {
+  return (await s3Client().send(new GetObjectCommand(parseS3Uri(uri)))).Body!.transformToString();
+}
+
+describe('reward search on the embedded runtime (test size)', { skip }, () => {
+  let rt: LocalRuntime;
+  let fake: FakeClaude;
+  let record: ExecutionRecord;
+  const saved = { ...process.env };
+  const config = RewardsConfig.parse(REWARDS_SIZES.test);
+
+  before(async () => {
+    fake = await startFakeClaude();
+    fake.reply(
+      { candidates: [candidate('height', HEIGHT), candidate('phone-home', NETWORK)] },
+      { candidates: [candidate('energy', shaped), candidate('fork-bomb', FORK_BOMB)] },
+    );
+    Object.assign(process.env, { ANTHROPIC_API_KEY: 'test-key', ANTHROPIC_BASE_URL: fake.url });
+    rt = await startTestRuntime({ pipelines: [pipelineNamed(REWARDS_PIPELINE)] });
+    record = await rt.startExecution(REWARDS_PIPELINE, { config }).done;
+  });
+  after(async () => {
+    await stopTestRuntime(rt);
+    await fake?.close();
+    process.env = saved;
+  });
+
+  it('runs every generation, contains the hostile candidates, and publishes the winner with the final', async () => {
+    assert.equal(record.status, 'SUCCEEDED', `${record.error}: ${record.cause}`);
+    const out = record.output as { winner: string; searchUri: string; reportUri: string; artifact: { name: string } };
+    const doc = await readSearch(out.searchUri);
+    assert.deepEqual(doc.generations.map((g) => g.candidates.map((c) => c.name)), [['height', 'phone-home'], ['energy', 'fork-bomb']]);
+    const byName = new Map(doc.generations.flatMap((g) => g.candidates.map((c) => [c.name, c])));
+    assert.equal(byName.get('phone-home')!.seeds[0]!.success, null, 'no network: its training failed');
+    // Forked interpreters hit the task limit or, counted together, the memory cap first: contained either way.
+    assert.match(byName.get('fork-bomb')!.verdict ?? '', /the sandbox stopped the job: (processes|memory) limit/);
+    assert.ok(byName.get('energy')!.seeds[0]!.success! > 0, JSON.stringify(byName.get('energy')!.seeds));
+    assert.ok(['height', 'energy'].includes(out.winner));
+    const final = doc.final!;
+    assert.deepEqual(final.entries.map((e) => e.role), ['winner', 'env-reward', 'shaped-reward']);
+    assert.deepEqual(final.gradeSeeds, config.finalSeeds);
+    assert.ok(final.entries.every((e) => e.seeds.map((s) => s.seed).join() === config.trainSeeds.join()));
+    assert.equal(out.artifact.name, REWARD_ARTIFACT);
+    const html = await readText(out.reportUri);
+    assert.match(html, /fork-bomb/);
+    assert.ok(!html.includes('<script'));
+  });
+
+  it('asked Claude twice, the second time with the graded history, the task block read from the cache', () => {
+    assert.equal(fake.requests.length, 2);
+    const [first, second] = fake.requests;
+    assert.deepEqual((first!.body.system as unknown[])[0], (second!.body.system as unknown[])[0]);
+    const history = ((second!.body.messages as { content: { text: string }[] }[])[0]!.content[0]!).text;
+    assert.match(history, /generation 1, phone-home: mean success 0\.00/);
+    assert.match(history, /generation 1, height/);
+    assert.doesNotMatch(history, /selfEvaluation/);
+  });
+
+  it('evaluates reward files without asking Claude', async () => {
+    const files = RewardsConfig.parse({ ...REWARDS_SIZES.test, rewardFiles: [{ name: 'shaped', source: shaped }, { name: 'height', source: HEIGHT }] });
+    const before = fake.requests.length;
+    const run = await rt.startExecution(REWARDS_PIPELINE, { config: files }).done;
+    assert.equal(run.status, 'SUCCEEDED', `${run.error}: ${run.cause}`);
+    assert.equal(fake.requests.length, before);
+    const doc = await readSearch((run.output as { searchUri: string }).searchUri);
+    assert.equal(doc.generations.length, 1);
+    assert.deepEqual(doc.generations[0]!.candidates.map((c) => [c.name, c.origin]), [['shaped', 'file'], ['height', 'file']]);
+  });
+});
