@@ -65,6 +65,6 @@ export const RewardsConfig = z
 export type RewardsConfig = z.infer<typeof RewardsConfig>;
 
 export const REWARDS_SIZES = {
-  test: { generations: 2, candidates: 2, trainSeeds: [1], gradeSeeds: [1001], finalSeeds: [2001], episodesPerSeed: 20, train: { total_steps: 3000, evaluation_episodes: 5 } },
+  test: { generations: 2, candidates: 2, trainSeeds: [1], gradeSeeds: [1001], finalSeeds: [2001], episodesPerSeed: 20, train: { total_steps: 6000, evaluation_episodes: 5 } },
   smoke: { generations: 2, candidates: 3, trainSeeds: [1, 2], gradeSeeds: [1001, 1002], finalSeeds: [2001, 2002, 2003, 2004], episodesPerSeed: 50, train: { total_steps: 6000 } },
 } as const satisfies Record<string, z.input<typeof RewardsConfig>>;

@@ -20,6 +20,7 @@ import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { PlatformStack, type PlatformResources } from '#infra/platform-stack.ts';
 import { ProbeStack } from '../fixtures/probe/stack.ts';
 import { MolecularDiscoveryStack } from '#pipelines/molecules/stack.ts';
+import { RewardSearchStack } from '#pipelines/rewards/stack.ts';
 
 /** Lambda's limit on a function's unzipped code, in bytes. */
 const LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024;
@@ -29,6 +30,7 @@ const STACKS: { readonly id: string; readonly build: (app: App, platform: Platfo
   // Pipeline stacks, e.g. { id: 'Elo', build: (app, platform) => new EloStack(app, 'Elo', { platform }) },
   { id: 'Probe', build: (app, platform) => new ProbeStack(app, 'Probe', { resources: platform }) },
   { id: 'MolecularDiscovery', build: (app, platform) => new MolecularDiscoveryStack(app, 'MolecularDiscovery', { resources: platform }) },
+  { id: 'RewardSearch', build: (app, platform) => new RewardSearchStack(app, 'RewardSearch', { resources: platform }) },
   // A function that ships onnxruntime-node (288 MB for every platform; linux-x64 alone fits).
   {
     id: 'Onnx',
