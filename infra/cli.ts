@@ -16,16 +16,19 @@
  *
  * Local (the embedded runtime, data under .local/) is the default target.
  */
-import { existsSync, realpathSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { ConfigError, EmulatorStartError, PipelineError } from '#shared/errors.ts';
 import { lockDataDir } from './local/emulators.ts';
 import { openLocalData } from './local/data.ts';
 import { LocalRuntime } from './local/runtime.ts';
-import { PIPELINES } from './registry.ts';
+import { PIPELINES, type PipelineEntry } from './registry.ts';
+import { REWARDS_PIPELINE } from '../pipelines/rewards/stack.ts';
+import { MissingApiKeyError } from '#shared/reward/propose.ts';
+import { parseOrThrow } from '#shared/schema.ts';
 import { explainCache } from './cli/cache-explain.ts';
 import { pipelineNamed, resolveConfig } from './cli/config.ts';
 import { listApprovals, listArtifacts, listAwsRuns, listLocalRuns, showArtifact } from './cli/inspect.ts';
@@ -37,6 +40,7 @@ import { backfill, benchmarksCommand } from './cli/benchmarks.ts';
 
 const USAGE = `usage:
   frontier run [pipeline] [--smoke|--full|--size NAME] [--config FILE|JSON] [--name NAME] [--target local|aws] [--verbose]
+  frontier run rewards --reward-file FILE.py [--reward-file ...]   (evaluate reward functions without Claude)
   frontier runs [pipeline] [--target local|aws]
   frontier artifacts list [NAME]
   frontier artifacts show NAME[@VERSION]
@@ -50,6 +54,25 @@ const USAGE = `usage:
   frontier serve
   frontier reset [--yes]
 options: --data-dir DIR (default .local), --port-base N (fixed loopback ports N..N+3)`;
+
+/** Reward files on the command line: each file's text, named by its file name, checked by the pipeline's schema. */
+function withRewardFiles(config: Record<string, unknown>, entry: PipelineEntry, files: string[] | undefined): Record<string, unknown> {
+  if (!files?.length) return config;
+  const rewardFiles = files.map((file) => {
+    if (!existsSync(file)) throw new ConfigError('--reward-file', file, 'does not exist');
+    const name = basename(file).replace(/\.py$/, '').toLowerCase().replace(/[^a-z0-9_-]+/g, '-').replace(/^[^a-z]+/, '').slice(0, 40) || 'reward';
+    return { name, source: readFileSync(file, 'utf8') };
+  });
+  return parseOrThrow(entry.config, { ...config, rewardFiles }, 'config') as Record<string, unknown>;
+}
+
+/** Locally, reward search asks Claude only with a key; without one it says what to do instead. */
+function requireClaudeOrFiles(config: Record<string, unknown>, env: NodeJS.ProcessEnv): void {
+  if (config.rewardFiles || env.ANTHROPIC_API_KEY) return;
+  throw new MissingApiKeyError(
+    'no Anthropic API key: set ANTHROPIC_API_KEY to let Claude write reward functions, or evaluate your own with --reward-file FILE.py (def reward(obs, action, next_obs, done, info) -> float)',
+  );
+}
 
 export async function main(argv: string[], io: Io = processIo): Promise<number> {
   let parsed;
@@ -75,6 +98,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
         bump: { type: 'boolean', default: false },
         margin: { type: 'string' },
         benchmarks: { type: 'string' },
+        'reward-file': { type: 'string', multiple: true },
         help: { type: 'boolean', short: 'h', default: false },
       },
     });
@@ -100,7 +124,10 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
     switch (command) {
       case 'run': {
         const entry = pipelineNamed(rest[0]);
-        const config = resolveConfig(entry, { full: values.full, size: values.size, config: values.config });
+        const rewardFiles = values['reward-file'];
+        if (rewardFiles?.length && entry.name !== REWARDS_PIPELINE) throw new ConfigError('--reward-file', rewardFiles[0], `is for the ${REWARDS_PIPELINE} pipeline`);
+        const config = withRewardFiles(resolveConfig(entry, { full: values.full, size: values.size, config: values.config }), entry, rewardFiles);
+        if (entry.name === REWARDS_PIPELINE && values.target !== 'aws') requireClaudeOrFiles(config, process.env);
         if (values.target === 'aws') {
           const result = await runAws(entry, config, { name: values.name }, io);
           return result.status === 'SUCCEEDED' ? 0 : 1;

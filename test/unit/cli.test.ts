@@ -30,6 +30,30 @@ describe('cli: errors', () => {
     assert.match(c.text(), /unknown pipeline "nope"; known pipelines: selfplay, evals, lm-sft, molecules, rewards, probe/);
   });
 
+  it('reward search without an Anthropic key says so and offers reward files; reward files are checked', async () => {
+    const key = process.env.ANTHROPIC_API_KEY;
+    delete process.env.ANTHROPIC_API_KEY;
+    try {
+      const c = capture();
+      assert.equal(await main(['run', 'rewards', '--size', 'test'], c.io), 1);
+      assert.match(c.text(), /no Anthropic API key: set ANTHROPIC_API_KEY .*or evaluate your own with --reward-file FILE\.py/);
+      const missing = capture();
+      assert.equal(await main(['run', 'rewards', '--reward-file', '/nonexistent/r.py'], missing.io), 1);
+      assert.match(missing.text(), /--reward-file: does not exist \(got "\/nonexistent\/r\.py"\)/);
+      const dir = mkdtempSync(join(tmpdir(), 'fp-reward-file-'));
+      writeFileSync(join(dir, 'bad.py'), '');
+      const empty = capture();
+      assert.equal(await main(['run', 'rewards', '--reward-file', join(dir, 'bad.py')], empty.io), 1);
+      assert.match(empty.text(), /config\.rewardFiles\.0\.source/);
+      const wrong = capture();
+      assert.equal(await main(['run', 'probe', '--reward-file', join(dir, 'bad.py')], wrong.io), 1);
+      assert.match(wrong.text(), /--reward-file: is for the rewards pipeline/);
+      rmSync(dir, { recursive: true, force: true });
+    } finally {
+      if (key !== undefined) process.env.ANTHROPIC_API_KEY = key;
+    }
+  });
+
   it('a config that fails its schema names the field and the value', async () => {
     const c = capture();
     assert.equal(await main(['run', 'probe', '--config', '{"items":"x"}'], c.io), 1);
