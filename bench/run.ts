@@ -10,6 +10,8 @@
  *   rerun of the smoke league against its cold run (about ten minutes; skip with --skip-league).
  * - The molecule pool: the default pool's size and build time (RDKit's WebAssembly build).
  * - The xTB oracle job's throughput against raw xtb on the same 50 pool molecules (goal >= 0.9).
+ * - Reward search: the sandbox's start-up overhead, import torch inside it, and one candidate's
+ *   training time sandboxed and plain.
  * - Molecular discovery at the local size, each batch approved from its email: surrogate hits
  *   against random hits on the same oracle budget (goal >= 3x); about ten minutes, skip with
  *   --skip-discovery.
@@ -44,6 +46,7 @@ import { CHAIN_LENGTH, CHAIN_PIPELINE } from './chain-stack.ts';
 import { measurePool } from './pool.ts';
 import { describeOracle, measureOracle } from './oracle.ts';
 import { describeDiscovery, measureDiscovery } from './discovery.ts';
+import { describeRewards, measureRewards } from './rewards.ts';
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const figures: Record<string, unknown> = {
@@ -313,6 +316,9 @@ console.log(`molecule pool (RDKit WebAssembly, one core): ${pool.molecules} mole
 const oracle = await measureOracle();
 figures.oracle = oracle;
 console.log(describeOracle(oracle));
+const rewards = await measureRewards();
+figures.rewards = rewards;
+console.log(describeRewards(rewards));
 await transitionOverhead();
 await cachedRerun();
 await evaluations();
