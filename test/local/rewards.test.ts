@@ -62,17 +62,37 @@ const STEAL = [
   '    return 0.0',
   '',
 ].join('\n');
+const MEMORY_HOG = 'hog = bytearray(8 * 1024 ** 3)\n\ndef reward(obs, action, next_obs, done, info):\n    return 0.0\n';
+/** Tries to change the trainer, the system and the host's files; records what happened as its result and stops. */
+const WRITES_OUTSIDE = [
+  'import json, os',
+  'attempts = {}',
+  'for path in ["/app/trainer.py", "/app/reward_module.py", "/usr/lib/python3/dist-packages/evil.py", "/etc/evil", "/job/../evil", "/opt/common/jobio.py"]:',
+  '    try:',
+  '        with open(path, "a") as handle:',
+  '            handle.write("# changed by a candidate")',
+  '        attempts[path] = "written"',
+  '    except OSError as error:',
+  '        attempts[path] = type(error).__name__',
+  'os.makedirs("/job/out", exist_ok=True)',
+  'json.dump({"attempts": attempts}, open("/job/out/result.json", "w"))',
+  'os._exit(0)',
+  '',
+  'def reward(obs, action, next_obs, done, info):',
+  '    return 0.0',
+  '',
+].join('\n');
 const FORK_BOMB = 'import os\nwhile True:\n    os.fork()\n\ndef reward(obs, action, next_obs, done, info):\n    return 0.0\n';
 
-/** The result.json the credential thief wrote: a job output under runs/rewards/ in the bucket. */
-async function stolenReport(bucket: string): Promise<string | undefined> {
+/** A result.json a job handed back (under runs/rewards/ in the bucket) that contains `marker`. */
+async function jobResultContaining(bucket: string, marker: string): Promise<string | undefined> {
   let token: string | undefined;
   do {
     const page = await s3Client().send(new ListObjectsV2Command({ Bucket: bucket, Prefix: 'runs/rewards/', ContinuationToken: token }));
     for (const object of page.Contents ?? []) {
       if (!object.Key!.endsWith('/result.json')) continue;
       const text = await readText(`s3://${bucket}/${object.Key}`);
-      if (text.includes('"stolen"')) return text;
+      if (text.includes(marker)) return text;
     }
     token = page.NextContinuationToken;
   } while (token);
@@ -94,7 +114,7 @@ describe('reward search on the embedded runtime (test size)', { skip }, () => {
   before(async () => {
     fake = await startFakeClaude();
     fake.reply(
-      { candidates: [candidate('height', HEIGHT), candidate('phone-home', NETWORK), candidate('calm', 'def reward(obs, action, next_obs, done, info):\n    return -abs(next_obs[1])\n'), candidate('left', 'def reward(obs, action, next_obs, done, info):\n    return 1.0 if action == 0 else 0.0\n')] },
+      { candidates: [candidate('height', HEIGHT), candidate('phone-home', NETWORK), candidate('memory-hog', MEMORY_HOG), candidate('writes-outside', WRITES_OUTSIDE)] },
       { candidates: [candidate('energy', shaped), candidate('fork-bomb', FORK_BOMB), candidate('fake-success', FAKE_SUCCESS), candidate('steal', STEAL)] },
     );
     Object.assign(process.env, { ANTHROPIC_API_KEY: 'test-key', ANTHROPIC_BASE_URL: fake.url });
@@ -111,19 +131,25 @@ describe('reward search on the embedded runtime (test size)', { skip }, () => {
     assert.equal(record.status, 'SUCCEEDED', `${record.error}: ${record.cause}`);
     const out = record.output as { winner: string; searchUri: string; reportUri: string; artifact: { name: string } };
     const doc = await readSearch(out.searchUri);
-    assert.deepEqual(doc.generations.map((g) => g.candidates.map((c) => c.name)), [['height', 'phone-home', 'calm', 'left'], ['energy', 'fork-bomb', 'fake-success', 'steal']]);
+    assert.deepEqual(doc.generations.map((g) => g.candidates.map((c) => c.name)), [['height', 'phone-home', 'memory-hog', 'writes-outside'], ['energy', 'fork-bomb', 'fake-success', 'steal']]);
     const byName = new Map(doc.generations.flatMap((g) => g.candidates.map((c) => [c.name, c])));
     assert.equal(byName.get('phone-home')!.seeds[0]!.success, null, 'no network: its training failed');
     // Forked interpreters hit the task limit or, counted together, the memory cap first: contained either way.
     assert.match(byName.get('fork-bomb')!.verdict ?? '', /the sandbox stopped the job: (processes|memory) limit/);
     assert.equal(typeof byName.get('energy')!.seeds[0]!.success, 'number', JSON.stringify(byName.get('energy')!.seeds));
-    assert.ok(!['phone-home', 'fork-bomb', 'fake-success', 'steal'].includes(out.winner), out.winner);
+    assert.ok(!['phone-home', 'memory-hog', 'writes-outside', 'fork-bomb', 'fake-success', 'steal'].includes(out.winner), out.winner);
+    assert.match(byName.get('memory-hog')!.verdict ?? '', /the sandbox stopped the job: memory limit/);
+    // Every write outside the work dir failed, and the trainer on this machine is unchanged.
+    const attempts = await jobResultContaining(rt.resources.buckets[0]!, '"attempts"');
+    assert.ok(attempts, 'the candidate recorded its attempts');
+    assert.ok(!attempts.includes('"written"'), attempts);
+    assert.ok(!readFileSync(join(REPO_ROOT, 'batch-jobs/reward-train/trainer.py'), 'utf8').includes('changed by a candidate'));
     // A result line and a result.json claiming success count for nothing: the forged policy is refused.
     const fake = byName.get('fake-success')!.seeds[0]!;
     assert.equal(fake.success, null);
     assert.match(fake.failure ?? '', /^policy refused/);
     // What the thief found: no key of ours, no credentials, no endpoint.
-    const stolen = await stolenReport(rt.resources.buckets[0]!);
+    const stolen = await jobResultContaining(rt.resources.buckets[0]!, '"stolen"');
     assert.ok(stolen, 'the thief wrote its findings as its result.json');
     for (const secret of ['test-key', 'S3RVER', 'AWS_SECRET_ACCESS_KEY', 'ANTHROPIC']) assert.ok(!stolen.includes(secret), `${secret} not found by the candidate`);
     assert.match(stolen, /endpoint.*(URLError|Errno|refused|unreachable)/i);
