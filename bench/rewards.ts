@@ -5,21 +5,16 @@
  * Run alone with `tsx bench/rewards.ts`, or call `measureRewards()`.
  */
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { runPythonJobSandboxed, runSandboxed } from '#infra/local/sandbox.ts';
+import { newSandboxWorkDir, runPythonJobSandboxed, runSandboxed } from '#infra/local/sandbox.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-function workDir(): string {
-  const root = join(tmpdir(), 'frontier-sandboxes');
-  mkdirSync(root, { recursive: true, mode: 0o711 });
-  chmodSync(root, 0o711);
-  return mkdtempSync(join(root, 'bench-'));
-}
+const workDir = () => newSandboxWorkDir('bench');
 
 export interface RewardsFigures {
   readonly sandboxStartMs: number;

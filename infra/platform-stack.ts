@@ -37,6 +37,7 @@ import { PipelineFunction } from '#pipelines/steps/function.ts';
 import { httpAccessLogFormat } from '#pipelines/steps/access-log.ts';
 import { iam5Resource } from '#pipelines/steps/nag-findings.ts';
 import { acknowledge } from './nag.ts';
+import { ANTHROPIC_KEY_PLACEHOLDER } from '#shared/reward/propose.ts';
 
 /** Context keys (cdk.json) that supply the defaults of the matching props. */
 export const PLATFORM_CONTEXT = {
@@ -45,12 +46,7 @@ export const PLATFORM_CONTEXT = {
   logRetentionDays: 'frontier:logRetentionDays',
 } as const;
 
-/**
- * Initial value of the Anthropic API key secret. It is not a secret: it tells whoever reads
- * it what to do, and the Anthropic API rejects it, so a forgotten key fails loudly.
- */
-export const ANTHROPIC_KEY_PLACEHOLDER =
-  'UNSET: store the key with aws secretsmanager put-secret-value --secret-id <AnthropicApiKeyArn> --secret-string <key>';
+export { ANTHROPIC_KEY_PLACEHOLDER };
 
 /** What the platform stack shares with the pipeline stacks. */
 export interface PlatformResources {

@@ -105,3 +105,21 @@ export async function runJobMain(main: JobMain): Promise<never> {
   const status = await runJob(main);
   process.exit(status);
 }
+
+/**
+ * Why a Batch job failed, from the task's error and cause as Step Functions reports them: the
+ * sandbox's verdict when a limit stopped it, else the last `lines` lines of its stderr tail (or of
+ * the cause itself), stack frames left out.
+ */
+export function jobFailureText(error: string | undefined, cause: string | undefined, lines = 3): string {
+  let text = cause ?? '';
+  try {
+    const parsed = JSON.parse(text) as { StatusReason?: string; SandboxLimit?: string; StderrTail?: string; errorMessage?: string };
+    if (parsed.SandboxLimit) return parsed.StatusReason ?? `sandbox limit: ${parsed.SandboxLimit}`;
+    text = parsed.StderrTail ?? parsed.errorMessage ?? text;
+  } catch {
+    /* a plain-text cause */
+  }
+  const kept = text.trim().split('\n').filter((l) => l.trim() && !/^\s+at /.test(l));
+  return `${error ?? 'error'}: ${kept.slice(-lines).join(' / ').slice(0, 1500)}`;
+}

@@ -13,10 +13,9 @@ import { randomUUID } from 'node:crypto';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { LOCAL_MAX_TIMEOUT_SECONDS } from './asl-prepass.ts';
 import { TaskError } from './lambda-host.ts';
-import { readSandboxOutput, runPythonJobSandboxed, type SandboxLimits, type SandboxResult } from './sandbox.ts';
+import { newSandboxWorkDir, readSandboxOutput, runPythonJobSandboxed, type SandboxLimits, type SandboxResult } from './sandbox.ts';
 import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import { s3Client } from '#shared/clients/aws.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';
 
@@ -196,12 +195,7 @@ export class BatchHost {
     if (!outputUri.endsWith('/')) outputUri += '/';
     const [cmd, ...args] = def.command;
     if (cmd !== 'python3' || !args[0]) throw new TaskError('Batch.ClientException', `${jobName}: a sandboxed job runs "python3 <script>", not ${JSON.stringify(def.command)}`);
-    // bwrap runs as an unprivileged uid that must reach the work dir: a traverse-only (0711) root
-    // in the temp dir, not the runtime's private data dir; each run's own dir is private (0700).
-    const root = join(tmpdir(), 'frontier-sandboxes');
-    mkdirSync(root, { recursive: true, mode: 0o711 });
-    chmodSync(root, 0o711);
-    const work = mkdtempSync(join(root, `${jobName}-`));
+    const work = newSandboxWorkDir(jobName);
     const output = parseS3Uri(outputUri, 'OUTPUT_URI');
     const put = (name: string, body: Buffer | string) =>
       s3Client().send(new PutObjectCommand({ Bucket: output.Bucket, Key: `${output.Key}${name}`, Body: body }));

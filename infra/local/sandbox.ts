@@ -37,7 +37,7 @@
  * would bound (the segments go when the sandbox's IPC namespace does, at the end of the run).
  */
 import { spawn } from 'node:child_process';
-import { constants, existsSync, lstatSync, readdirSync, readFileSync, readlinkSync, realpathSync, statSync } from 'node:fs';
+import { chmodSync, constants, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, statSync } from 'node:fs';
 import { chmod, lchown, lstat, mkdtemp, open, readdir, rm } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import { delimiter, isAbsolute, join, normalize, resolve, sep } from 'node:path';
@@ -415,6 +415,18 @@ export function bwrapArgs(o: {
 }
 
 // --- The Python job helper -------------------------------------------------------------------
+
+/**
+ * A new private work dir for one sandboxed run. bwrap runs as an unprivileged uid that must reach
+ * it: the dirs live under a traverse-only (0711) root in the temp dir, not under a caller's
+ * private data dir; each run's own dir is private (0700, handed to that uid at the run).
+ */
+export function newSandboxWorkDir(prefix: string): string {
+  const root = join(tmpdir(), 'frontier-sandboxes');
+  mkdirSync(root, { recursive: true, mode: 0o711 });
+  chmodSync(root, 0o711);
+  return mkdtempSync(join(root, `${prefix}-`));
+}
 
 /** Where runPythonJobSandboxed binds things inside the sandbox. */
 export const SANDBOX_PATHS = {

@@ -12,6 +12,7 @@
 import { z } from 'zod';
 import { readObjectBytes } from '../clients/aws.ts';
 import { ConfigError, PipelineError } from '../errors.ts';
+import { jobFailureText } from '../job.ts';
 import { canonicalJson, sha256Hex } from '../json.ts';
 import { parseOrThrow } from '../schema.ts';
 import {
@@ -217,19 +218,6 @@ const FanOutResults = z.array(
 
 /** An oracle job failed as a whole (xtb missing, the job crashed): the round cannot be recorded. */
 export class OracleJobFailed extends PipelineError {}
-
-/** The useful part of a failed job's cause: the error it wrote, else the tail of its stderr. */
-function jobFailureText(error: string | undefined, cause: string | undefined): string {
-  let text = cause ?? '';
-  try {
-    const parsed = JSON.parse(text) as { StderrTail?: string; errorMessage?: string };
-    text = parsed.StderrTail ?? parsed.errorMessage ?? text;
-  } catch {
-    /* a plain-text cause */
-  }
-  const lines = text.trim().split('\n').filter((l) => l.trim() && !/^\s+at /.test(l));
-  return `${error ?? 'error'}: ${lines.slice(-3).join(' / ').slice(0, 1500)}`;
-}
 
 /**
  * Step 3 of a round: the approver's decision and the oracle's results into the campaign. Fresh

@@ -8,6 +8,7 @@
  */
 import { z } from 'zod';
 import { readObjectBytes } from '../clients/aws.ts';
+import { jobFailureText } from '../job.ts';
 import { MAX_POLICY_BYTES, gradePolicy, PolicyFormatError } from '../mountaincar.ts';
 import { parseOrThrow } from '../schema.ts';
 import type { SeedResult } from './search.ts';
@@ -32,16 +33,9 @@ export const GradeRequest = z
   .strict();
 export type GradeRequest = z.infer<typeof GradeRequest>;
 
-/** The failure's one-line reason: the sandbox's verdict when there is one, else the job's error. */
+/** The failure's one-line reason: the sandbox's verdict when there is one, else the job's last error line. */
 export function failureReason(error: string | undefined, cause: string | undefined): string {
-  try {
-    const parsed = JSON.parse(cause ?? '') as { StatusReason?: string; SandboxLimit?: string; StderrTail?: string };
-    if (parsed.SandboxLimit) return parsed.StatusReason ?? `sandbox limit: ${parsed.SandboxLimit}`;
-    if (parsed.StderrTail) return `${error ?? 'error'}: ${parsed.StderrTail.trim().split('\n').at(-1)}`;
-  } catch {
-    /* a plain-text cause */
-  }
-  return `${error ?? 'error'}: ${(cause ?? '').split('\n')[0]!.slice(0, 300)}`;
+  return jobFailureText(error, cause, 1);
 }
 
 export async function gradeSeed(input: unknown): Promise<SeedResult> {

@@ -14,8 +14,13 @@ import { secretsClient } from '../clients/aws.ts';
 import { ConfigError, PipelineError } from '../errors.ts';
 import { parseOrThrow } from '../schema.ts';
 
-/** Placeholder the platform stores in the key's secret until the user sets it (infra/platform-stack.ts). */
-const PLACEHOLDER_PREFIX = 'UNSET';
+/**
+ * Initial value of the Anthropic API key secret (the platform stack stores it). It is not a
+ * secret: it tells whoever reads it what to do, and the Anthropic API rejects it, so a forgotten
+ * key fails loudly; resolveApiKey treats it as no key.
+ */
+export const ANTHROPIC_KEY_PLACEHOLDER =
+  'UNSET: store the key with aws secretsmanager put-secret-value --secret-id <AnthropicApiKeyArn> --secret-string <key>';
 
 /** At most this many characters of Python per candidate: a reward function, not a program. */
 export const MAX_SOURCE_CHARS = 6000;
@@ -173,7 +178,7 @@ export async function resolveApiKey(env: NodeJS.ProcessEnv, secretArn: string | 
   if (fromEnv) return fromEnv;
   if (secretArn) {
     const value = (await secretsClient().send(new GetSecretValueCommand({ SecretId: secretArn }))).SecretString ?? '';
-    if (value && !value.startsWith(PLACEHOLDER_PREFIX)) return value.trim();
+    if (value && value !== ANTHROPIC_KEY_PLACEHOLDER) return value.trim();
     throw new MissingApiKeyError(`the Anthropic API key secret (${secretArn}) is not set: store the key with aws secretsmanager put-secret-value --secret-id ${secretArn} --secret-string <key>`);
   }
   throw new MissingApiKeyError('no Anthropic API key: set ANTHROPIC_API_KEY, or evaluate reward functions from files instead');
