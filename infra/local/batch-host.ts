@@ -41,7 +41,8 @@ export interface LocalJobDefinition {
 export interface LocalSandbox {
   /** File names the job may hand back from /job/out, besides result.json. */
   readonly outputs: readonly string[];
-  readonly limits?: Partial<SandboxLimits>;
+  /** The wall limit is not here: it is the job's timeout (the definition's, or the submit's). */
+  readonly limits?: Partial<Omit<SandboxLimits, 'wallSeconds'>>;
   /** Largest output file copied back. Default: 8 MiB. */
   readonly maxOutputBytes?: number;
 }
@@ -89,8 +90,12 @@ export class BatchHost {
     mkdirSync(logDir, { recursive: true });
   }
 
-  /** Runs one job to completion; throws States.TaskFailed (as `submitJob.sync` does) when it fails. */
-  async run(def: LocalJobDefinition, jobName: string, overrides: Record<string, string>): Promise<JobRun> {
+  /**
+   * Runs one job to completion; throws States.TaskFailed (as `submitJob.sync` does) when it fails.
+   * `timeoutSeconds` is the submit's attempt timeout, which replaces the definition's.
+   */
+  async run(def: LocalJobDefinition, jobName: string, overrides: Record<string, string>, timeoutSeconds?: number): Promise<JobRun> {
+    const wallSeconds = Math.min(timeoutSeconds ?? def.timeoutSeconds, LOCAL_MAX_TIMEOUT_SECONDS);
     if (this.stopped) throw new TaskError('Batch.ServerException', `${jobName}: the local runtime is stopping`);
     const release = await this.slots.take();
     if (this.stopped) {
@@ -102,7 +107,7 @@ export class BatchHost {
     if (def.sandbox) {
       try {
         this.jobsRun++;
-        return await this.runSandboxed(def, def.sandbox, jobName, jobId, logFile, overrides);
+        return await this.runSandboxed(def, def.sandbox, jobName, jobId, logFile, overrides, wallSeconds);
       } finally {
         release();
       }
@@ -149,7 +154,7 @@ export class BatchHost {
       });
       const exitCode = await new Promise<number>((resolve) => {
         // Clamped: setTimeout fires at once for delays past 2^31 ms (about 24.8 days).
-        const timer = setTimeout(() => child.kill('SIGKILL'), Math.min(def.timeoutSeconds, LOCAL_MAX_TIMEOUT_SECONDS) * 1000);
+        const timer = setTimeout(() => child.kill('SIGKILL'), wallSeconds * 1000);
         child.on('error', (error) => {
           tail += `\n${error.message}`;
           clearTimeout(timer);
@@ -188,6 +193,7 @@ export class BatchHost {
     jobId: string,
     logFile: string,
     overrides: Record<string, string>,
+    wallSeconds: number,
   ): Promise<JobRun> {
     const specUri = overrides.JOB_SPEC_URI;
     let outputUri = overrides.OUTPUT_URI;
@@ -207,7 +213,7 @@ export class BatchHost {
         workDir: work,
         args: [args[0], ...args.slice(1), '--spec', '/job/spec.json', '--output-dir', '/job/out'],
         env: { AWS_BATCH_JOB_ID: jobId, AWS_BATCH_JOB_ATTEMPT: '1' },
-        limits: { wallSeconds: Math.min(def.timeoutSeconds, LOCAL_MAX_TIMEOUT_SECONDS), ...sandbox.limits },
+        limits: { ...sandbox.limits, wallSeconds },
       });
       writeFileSync(logFile, `${result.stdoutTail}\n--- stderr ---\n${result.stderrTail}\n`);
       const maxBytes = sandbox.maxOutputBytes ?? 8 * 1024 * 1024;

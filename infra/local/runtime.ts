@@ -532,12 +532,23 @@ export class LocalRuntime extends EventEmitter {
     }
     if (r === 'arn:aws:states:::batch:submitJob.sync') {
       return async (input) => {
-        const p = input as { JobName: string; JobQueue: string; JobDefinition: string; ContainerOverrides?: { Environment?: { Name: string; Value: string }[] } };
+        const p = input as {
+          JobName: string;
+          JobQueue: string;
+          JobDefinition: string;
+          ContainerOverrides?: { Environment?: { Name: string; Value: string }[] };
+          Timeout?: { AttemptDurationSeconds?: unknown };
+        };
         const def = this.jobDefinitions.get(p.JobDefinition);
         if (!def) throw new TaskError('Batch.ClientException', `job definition ${p.JobDefinition} does not exist`);
         const overrides = Object.fromEntries((p.ContainerOverrides?.Environment ?? []).map((e) => [e.Name, e.Value]));
+        // The submit's timeout replaces the definition's, as on AWS, which refuses one under 60 s.
+        const timeout = p.Timeout?.AttemptDurationSeconds;
+        if (timeout !== undefined && (!Number.isInteger(timeout) || (timeout as number) < 60)) {
+          throw new TaskError('Batch.ClientException', `Timeout.AttemptDurationSeconds: must be an integer of at least 60 seconds (got ${JSON.stringify(timeout)})`);
+        }
         record.stats.batchJobs++;
-        const run = await this.batch.run(def, p.JobName, overrides);
+        const run = await this.batch.run(def, p.JobName, overrides, timeout as number | undefined);
         return {
           JobId: run.jobId,
           JobName: p.JobName,

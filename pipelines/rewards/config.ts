@@ -4,6 +4,7 @@
  * the winner and both baselines on the same training seeds, graded on `finalSeeds`.
  */
 import { z } from 'zod';
+import { MAX_TRAIN_TIMEOUT_SECONDS, MIN_TRAIN_TIMEOUT_SECONDS } from '#shared/reward/loop.ts';
 import { MAX_SOURCE_CHARS } from '#shared/reward/propose.ts';
 
 const seeds = (max: number) => z.array(z.int().min(0).max(2 ** 31 - 1)).min(1).max(max);
@@ -41,6 +42,12 @@ export const RewardsConfig = z
       })
       .strict()
       .default({ total_steps: 8000, num_envs: 8, evaluation_episodes: 20 }),
+    /**
+     * Wall-clock limit of one training job, in seconds: a candidate that never returns is stopped
+     * here and recorded with the verdict "wall limit". Batch's attempt timeout on AWS (60 s at
+     * least), the sandbox's wall limit locally; at most the job definition's 30 minutes.
+     */
+    trainTimeoutSeconds: z.int().min(MIN_TRAIN_TIMEOUT_SECONDS).max(MAX_TRAIN_TIMEOUT_SECONDS).default(MAX_TRAIN_TIMEOUT_SECONDS),
   })
   .strict()
   .superRefine((c, ctx) => {

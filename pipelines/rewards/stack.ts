@@ -24,6 +24,7 @@ import type { Construct } from 'constructs';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ENV } from '#shared/table.ts';
+import { MAX_TRAIN_TIMEOUT_SECONDS } from '#shared/reward/loop.ts';
 import {
   BatchJob,
   fanOut,
@@ -65,7 +66,7 @@ export class RewardSearchStack extends Stack {
     this.trainJob = new BatchJob(this, 'Train', {
       job: 'reward-train',
       vcpus: 1,
-      timeout: Duration.minutes(30),
+      timeout: Duration.seconds(MAX_TRAIN_TIMEOUT_SECONDS),
       attempts: 1,
       sandbox: { network, outputs: ['policy.json', 'curves.json'], limits: { cpuSeconds: 1800, memoryBytes: 3 * 1024 ** 3, maxProcesses: 64 } },
       resources,
@@ -127,6 +128,8 @@ export class RewardSearchStack extends Stack {
               'num_envs.$': '{inputs}.train.num_envs',
               'evaluation_episodes.$': '{inputs}.train.evaluation_episodes',
             },
+            // The run's trainTimeoutSeconds: a candidate that never returns is stopped there.
+            timeoutPath: '$.item.timeoutSeconds',
           }),
           inputs: { 'sourceSha256.$': '$.item.sourceSha256', 'seed.$': '$.item.seed', 'train.$': '$.item.train' },
           resultPath: '$.train',

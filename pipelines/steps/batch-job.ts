@@ -78,8 +78,11 @@ export interface SandboxJobOptions {
   readonly network: SandboxNetwork;
   /** File names the job hands back besides result.json (e.g. policy.json). */
   readonly outputs: readonly string[];
-  /** Local sandbox limits (wall seconds default to the job timeout). */
-  readonly limits?: { readonly wallSeconds?: number; readonly cpuSeconds?: number; readonly memoryBytes?: number; readonly maxProcesses?: number };
+  /**
+   * Local sandbox limits. The wall limit is the job's timeout, on AWS and locally: the
+   * definition's, or the one set at submit (runJob's `timeoutPath`).
+   */
+  readonly limits?: { readonly cpuSeconds?: number; readonly memoryBytes?: number; readonly maxProcesses?: number };
 }
 
 export class BatchJob extends Construct {

@@ -98,7 +98,22 @@ export function invoke(fn: PipelineFunction, options: { payload?: Record<string,
  * another spec from them (its JSONPaths may use `{inputs}`), e.g. to pass where a checkpoint
  * lives while only its content hash is part of the cache key.
  */
-export function runJob(job: BatchJob, scope: StepScope, options: { payload?: Record<string, unknown> } = {}): StepRunner {
+export function runJob(
+  job: BatchJob,
+  scope: StepScope,
+  options: {
+    payload?: Record<string, unknown>;
+    /**
+     * A JSONPath (into the state's input, e.g. `$.item.timeoutSeconds`) to the job's wall-clock
+     * limit in seconds, set at submit: Batch's attempt timeout (60 s at least; it replaces the
+     * definition's), and locally the job's or the sandbox's wall limit.
+     */
+    timeoutPath?: string;
+  } = {},
+): StepRunner {
+  if (options.timeoutPath !== undefined && !/^\$\.[\w.]+$/.test(options.timeoutPath)) {
+    throw new ConfigError('timeoutPath', options.timeoutPath, 'must be a JSONPath starting with "$." (e.g. "$.item.timeoutSeconds")');
+  }
   const { bucket } = scope.resources;
   return {
     codeVersion: job.codeVersion,
@@ -176,6 +191,7 @@ export function runJob(job: BatchJob, scope: StepScope, options: { payload?: Rec
               : {}),
           },
         },
+        ...(options.timeoutPath ? { taskTimeout: sfn.Timeout.at(options.timeoutPath) } : {}),
         resultSelector: { 'jobId.$': '$.JobId', 'status.$': '$.Status' },
         resultPath: `${SCRATCH}.job.batch`,
         // No Step Functions retry: Batch attempts own user-code retries.

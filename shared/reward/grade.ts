@@ -33,8 +33,34 @@ export const GradeRequest = z
   .strict();
 export type GradeRequest = z.infer<typeof GradeRequest>;
 
+/**
+ * The limit AWS Batch stopped a job at, read from the failed `submitJob.sync` task's cause (the
+ * job's description): the attempt timeout ("Job attempt duration exceeded timeout") or the
+ * container's memory ("OutOfMemoryError: Container killed due to memory usage"). On AWS these
+ * are the sandbox's wall and memory limits; locally the runtime names the limit itself.
+ */
+export function batchLimitOf(cause: string | undefined): { limit: 'wall' | 'memory'; reason: string } | undefined {
+  let job: unknown;
+  try {
+    job = JSON.parse(cause ?? '');
+  } catch {
+    return undefined;
+  }
+  const get = (o: unknown, key: string): unknown => (o !== null && typeof o === 'object' ? (o as Record<string, unknown>)[key] : undefined);
+  const status = get(job, 'StatusReason');
+  if (typeof status === 'string' && /attempt duration exceeded timeout/i.test(status)) return { limit: 'wall', reason: status };
+  const attempts = get(job, 'Attempts');
+  for (const container of [get(job, 'Container'), ...(Array.isArray(attempts) ? attempts.map((a) => get(a, 'Container')) : [])]) {
+    const reason = get(container, 'Reason');
+    if (typeof reason === 'string' && /^OutOfMemoryError/i.test(reason)) return { limit: 'memory', reason };
+  }
+  return undefined;
+}
+
 /** The failure's one-line reason: the sandbox's verdict when there is one, else the job's last error line. */
 export function failureReason(error: string | undefined, cause: string | undefined): string {
+  const batch = batchLimitOf(cause);
+  if (batch) return `the sandbox stopped the job: ${batch.limit} limit (${batch.reason})`;
   return jobFailureText(error, cause, 1);
 }
 

@@ -52,6 +52,14 @@ export interface TrainSettings {
 }
 
 /** One training run (a candidate on a training seed) and how its policy is graded. */
+/**
+ * The longest a training job may run: the job definition's timeout. A run's `trainTimeoutSeconds`
+ * (Batch's attempt timeout at submit on AWS, at least 60 s there; the sandbox's wall limit
+ * locally) may only shorten it.
+ */
+export const MAX_TRAIN_TIMEOUT_SECONDS = 1800;
+export const MIN_TRAIN_TIMEOUT_SECONDS = 60;
+
 export interface TrainItem {
   /** Index of the candidate in its proposal (names may repeat across roles in the final). */
   readonly candidate: number;
@@ -62,12 +70,18 @@ export interface TrainItem {
   readonly gradeSeeds: readonly number[];
   readonly episodesPerSeed: number;
   readonly train: TrainSettings;
+  /** The job's wall-clock limit; not in the cache key (a finished run is the same whatever its limit was). */
+  readonly timeoutSeconds: number;
 }
 
 export function trainItems(
   candidates: readonly ProposedCandidate[],
-  options: { trainSeeds: readonly number[]; gradeSeeds: readonly number[]; episodesPerSeed: number; train: TrainSettings },
+  options: { trainSeeds: readonly number[]; gradeSeeds: readonly number[]; episodesPerSeed: number; train: TrainSettings; timeoutSeconds: number },
 ): TrainItem[] {
+  const t = options.timeoutSeconds;
+  if (!Number.isInteger(t) || t < MIN_TRAIN_TIMEOUT_SECONDS || t > MAX_TRAIN_TIMEOUT_SECONDS) {
+    throw new ConfigError('trainTimeoutSeconds', t, `must be an integer from ${MIN_TRAIN_TIMEOUT_SECONDS} (the Batch minimum) to ${MAX_TRAIN_TIMEOUT_SECONDS} (the job definition's timeout)`);
+  }
   const fresh = new Set(options.trainSeeds);
   options.gradeSeeds.forEach((s, i) => {
     if (fresh.has(s)) throw new ConfigError(`gradeSeeds[${i}]`, s, 'is a training seed: grading needs seeds the candidates never trained on');
@@ -82,6 +96,7 @@ export function trainItems(
       gradeSeeds: [...options.gradeSeeds],
       episodesPerSeed: options.episodesPerSeed,
       train: options.train,
+      timeoutSeconds: t,
     })),
   );
 }

@@ -8,7 +8,7 @@ import { ConfigError } from '../errors.ts';
 import { parseOrThrow } from '../schema.ts';
 import { writeContentAddressed, writeFile } from '../chem/store.ts';
 import {
-  candidateResults, feedbackFrom, finalCandidates, MOUNTAINCAR_TASK, recordFinal, recordGeneration, trainItems, winnerOf,
+  candidateResults, MAX_TRAIN_TIMEOUT_SECONDS, feedbackFrom, finalCandidates, MOUNTAINCAR_TASK, recordFinal, recordGeneration, trainItems, winnerOf,
   type ProposedCandidate, type TrainItem,
 } from './loop.ts';
 import { anthropicClient, proposeRewards, resolveApiKey } from './propose.ts';
@@ -31,6 +31,7 @@ const LoopConfig = z
     finalSeeds: z.array(z.int()),
     episodesPerSeed: z.int(),
     train: z.object({ total_steps: z.int(), num_envs: z.int(), evaluation_episodes: z.int() }),
+    trainTimeoutSeconds: z.int().default(MAX_TRAIN_TIMEOUT_SECONDS),
   })
   .loose();
 type LoopConfig = z.infer<typeof LoopConfig>;
@@ -45,7 +46,7 @@ async function writeSearch(ctx: StoreContext, doc: RewardSearchDoc): Promise<str
 }
 
 const itemsFor = (candidates: readonly ProposedCandidate[], config: LoopConfig, gradeSeeds: readonly number[]) =>
-  trainItems(candidates, { trainSeeds: config.trainSeeds, gradeSeeds, episodesPerSeed: config.episodesPerSeed, train: config.train });
+  trainItems(candidates, { trainSeeds: config.trainSeeds, gradeSeeds, episodesPerSeed: config.episodesPerSeed, train: config.train, timeoutSeconds: config.trainTimeoutSeconds });
 
 /** Step 1 of a generation: the candidates (reward files, or Claude with the graded history) and their training items. */
 export async function proposeStep(input: unknown, env: { anthropicSecretArn?: string }) {

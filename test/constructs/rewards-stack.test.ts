@@ -42,6 +42,10 @@ describe('RewardSearch stack', () => {
     assert.deepEqual(inner['train: Inputs']!.Parameters, { in: { 'sourceSha256.$': '$.item.sourceSha256', 'seed.$': '$.item.seed', 'train.$': '$.item.train' } });
     assert.equal((inner['train: Job spec']!.Parameters as Record<string, string>)['reward_source.$'], '$.item.source');
     assert.ok(inner['train: Presign'], 'presigned URLs for the sandboxed job');
+    // The run's wall limit goes to Batch at submit (it replaces the definition's 30 minutes), not into the cache key.
+    const submit = inner['train: Run job']!.Parameters as { Timeout?: Record<string, string> };
+    assert.deepEqual(submit.Timeout, { 'AttemptDurationSeconds.$': '$.item.timeoutSeconds' });
+    assert.equal((inner['train: Run job'] as { TimeoutSecondsPath?: string }).TimeoutSecondsPath, undefined);
     assert.ok(inner['train: Cache lookup'] && inner['grade: Cache lookup']);
     assert.equal(((inner['grade: Inputs']!.Parameters as { in: Record<string, string> }).in)['policyUri.$'], "States.Format('{}policy.json', $.train.outputUri)");
   });
@@ -61,5 +65,7 @@ describe('RewardSearch stack', () => {
     assert.ok(resolveConfig(entry, { size: 'test' }));
     assert.throws(() => resolveConfig(entry, { config: '{"trainSeeds": [1], "gradeSeeds": [1]}' }), /gradeSeeds\.0: is a training seed/);
     assert.throws(() => resolveConfig(entry, { config: '{"gradeSeeds": [5], "finalSeeds": [5]}' }), /finalSeeds\.0: is a search grading seed/);
+    assert.throws(() => resolveConfig(entry, { config: '{"trainTimeoutSeconds": 30}' }), /trainTimeoutSeconds/);
+    assert.throws(() => resolveConfig(entry, { config: '{"trainTimeoutSeconds": 3600}' }), /trainTimeoutSeconds/);
   });
 });

@@ -95,7 +95,7 @@ describe('SandboxNetwork', () => {
     const { stack, resources } = minimalScope();
     const vpc = new ec2.Vpc(stack, 'Vpc', { maxAzs: 2, natGateways: 0, subnetConfiguration: [{ name: 'public', subnetType: ec2.SubnetType.PUBLIC, cidrMask: 20 }] });
     const network = new SandboxNetwork(stack, 'Sandbox', { vpc, bucket: resources.bucket });
-    const job = new BatchJob(stack, 'Train', { job: 'reward-train', sandbox: { network, outputs: ['policy.json', 'curves.json'], limits: { wallSeconds: 600 } }, resources });
+    const job = new BatchJob(stack, 'Train', { job: 'reward-train', sandbox: { network, outputs: ['policy.json', 'curves.json'], limits: { cpuSeconds: 600 } }, resources });
     assert.equal(job.queue, network.queue);
     const template = Template.fromStack(stack);
     const [definition] = Object.values(template.findResources('AWS::Batch::JobDefinition')) as {
@@ -108,7 +108,7 @@ describe('SandboxNetwork', () => {
     assert.deepEqual(container.Command, ['python3', 'sandbox_entry.py', 'python3', 'main.py']);
     assert.ok(!(container.Environment ?? []).some((e) => e.Name === 'BUCKET_NAME'));
     assert.deepEqual(definition!.Metadata[META.jobCommand], ['python3', 'main.py']);
-    assert.deepEqual(definition!.Metadata[META.jobSandbox], { outputs: ['policy.json', 'curves.json'], limits: { wallSeconds: 600 } });
+    assert.deepEqual(definition!.Metadata[META.jobSandbox], { outputs: ['policy.json', 'curves.json'], limits: { cpuSeconds: 600 } });
     assert.ok(job.codeVersion.components['batch-jobs/common/sandbox_entry.py'], 'the stager is part of the code version');
     assert.throws(
       () => new BatchJob(stack, 'Bad', { job: 'reward-train', sandbox: { network, outputs: ['result.json'] }, resources }),

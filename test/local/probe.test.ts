@@ -123,6 +123,13 @@ describe('probe pipeline on the embedded runtime', () => {
     assert.match(cause.StderrTail, /fault drill/);
   });
 
+  it('a job timeout set at submit under Batch\'s 60 s minimum is refused, as AWS does, naming the field', async () => {
+    const record = await run({ items: [43], jobTimeoutSeconds: 30 });
+    assert.equal(record.status, 'FAILED');
+    assert.equal(record.error, 'Batch.ClientException');
+    assert.match(record.cause ?? '', /Timeout\.AttemptDurationSeconds: must be an integer of at least 60 seconds \(got 30\)/);
+  });
+
   it('a Batch job that writes no result.json fails the run with JobResultMissing', async () => {
     const record = await run({ items: [42], jobFault: 'no-result' });
     assert.equal(record.status, 'FAILED');

@@ -35,12 +35,13 @@ describe('local Batch host: sandboxed jobs', () => {
     jobDir: 'batch-jobs/reward-train',
     command: ['python3', 'main.py'],
     environment: {},
-    timeoutSeconds: 120,
-    sandbox: { outputs: ['policy.json', 'curves.json'], limits: { wallSeconds: 60, ...limits } },
+    timeoutSeconds: 60,
+    sandbox: { outputs: ['policy.json', 'curves.json'], limits },
   });
-  async function runWith(name: string, spec: Record<string, unknown>, limits?: Record<string, number>) {
+  /** `timeoutSeconds`: the submit's attempt timeout, which replaces the definition's. */
+  async function runWith(name: string, spec: Record<string, unknown>, limits?: Record<string, number>, timeoutSeconds?: number) {
     await s3Client().send(new PutObjectCommand({ Bucket: BUCKET, Key: `runs/${name}/spec.json`, Body: JSON.stringify(spec) }));
-    return host.run(def(limits), name, { JOB_SPEC_URI: `s3://${BUCKET}/runs/${name}/spec.json`, OUTPUT_URI: `s3://${BUCKET}/runs/${name}/output/` });
+    return host.run(def(limits), name, { JOB_SPEC_URI: `s3://${BUCKET}/runs/${name}/spec.json`, OUTPUT_URI: `s3://${BUCKET}/runs/${name}/output/` }, timeoutSeconds);
   }
   const read = async (key: string) => (await s3Client().send(new GetObjectCommand({ Bucket: BUCKET, Key: key }))).Body!.transformToString();
   const keys = async (prefix: string) =>
@@ -71,10 +72,10 @@ describe('local Batch host: sandboxed jobs', () => {
     assert.equal(grade.perSeed.length, 2);
   });
 
-  it('stops a candidate that never returns at the wall limit: the verdict is the job error and its result.json', { skip }, async () => {
+  it('stops a candidate that never returns at the submit\'s timeout (the wall limit): the verdict is the job error and its result.json', { skip }, async () => {
     const forever = 'def reward(obs, action, next_obs, done, info):\n    while True:\n        pass\n';
     await assert.rejects(
-      runWith('forever', { reward_source: forever, seed: 1, total_steps: 4000, num_envs: 8, evaluation_episodes: 10 }, { wallSeconds: 4 }),
+      runWith('forever', { reward_source: forever, seed: 1, total_steps: 4000, num_envs: 8, evaluation_episodes: 10 }, {}, 4),
       (error: TaskError) => error.name === 'States.TaskFailed' && /"SandboxLimit":"wall"/.test(error.message),
     );
     const result = JSON.parse(await read('runs/forever/output/result.json')) as { error: { type: string; limit: string } };

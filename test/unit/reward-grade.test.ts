@@ -12,7 +12,7 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { Readable } from 'node:stream';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { resetClients } from '#shared/clients/aws.ts';
-import { failureReason, gradeSeed } from '#shared/reward/grade.ts';
+import { batchLimitOf, failureReason, gradeSeed } from '#shared/reward/grade.ts';
 import { gradePolicy } from '#shared/mountaincar.ts';
 
 const policyText = readFileSync(join(REPO_ROOT, 'test/fixtures/mountaincar/policy-velocity.json'), 'utf8');
@@ -62,6 +62,25 @@ describe('reward search: the trusted grade of one seed', () => {
     s3.on(GetObjectCommand).rejects(new NoSuchKey({ message: 'The specified key does not exist.', $metadata: {} }));
     assert.equal((await gradeSeed(request())).failure, 'no policy.json: the job handed back no policy');
     assert.equal(failureReason('States.TaskFailed', JSON.stringify({ StderrTail: 'Traceback\n  File x\nRewardCallError: reward() raised at step 3' })), 'States.TaskFailed: RewardCallError: reward() raised at step 3');
+  });
+
+  it('reads the limits AWS Batch stopped a job at as the sandbox verdict: the attempt timeout and the container memory', () => {
+    // Causes shaped as submitJob.sync reports a failed job (its description, PascalCase).
+    const timedOut = { JobName: 'train', Status: 'FAILED', StatusReason: 'Job attempt duration exceeded timeout', Attempts: [{ Container: { ExitCode: 137, LogStreamName: 'reward-train/default/1' }, StatusReason: 'Job attempt duration exceeded timeout' }] };
+    assert.equal(failureReason('States.TaskFailed', JSON.stringify(timedOut)), 'the sandbox stopped the job: wall limit (Job attempt duration exceeded timeout)');
+    const oom = {
+      Status: 'FAILED',
+      StatusReason: 'Essential container in task exited',
+      Container: { ExitCode: 137, Reason: 'OutOfMemoryError: Container killed due to memory usage' },
+      Attempts: [{ Container: { ExitCode: 137, Reason: 'OutOfMemoryError: Container killed due to memory usage' } }],
+    };
+    assert.equal(failureReason('States.TaskFailed', JSON.stringify(oom)), 'the sandbox stopped the job: memory limit (OutOfMemoryError: Container killed due to memory usage)');
+    assert.equal(batchLimitOf(JSON.stringify({ Attempts: [{ Container: { Reason: 'OutOfMemoryError: Container killed due to memory usage' } }] }))?.limit, 'memory');
+    // An exit of the job's own is not a limit, whatever it printed.
+    const exited = { Status: 'FAILED', StatusReason: 'Essential container in task exited', Container: { ExitCode: 1, Reason: 'print("OutOfMemoryError")' } };
+    assert.equal(batchLimitOf(JSON.stringify(exited)), undefined);
+    assert.equal(batchLimitOf('not json'), undefined);
+    assert.equal(batchLimitOf(undefined), undefined);
   });
 
   it('never grades on the training seed', async () => {

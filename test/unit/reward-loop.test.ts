@@ -15,7 +15,7 @@ import { buildProposeParams } from '#shared/reward/propose.ts';
 
 const source = (body: string) => `def reward(obs, action, next_obs, done, info):\n    return ${body}\n`;
 const cand = (name: string, body: string, origin: ProposedCandidate['origin'] = 'claude'): ProposedCandidate => ({ name, rationale: `why ${name}`, source: source(body), origin });
-const settings = { trainSeeds: [1, 2], gradeSeeds: [1001, 1002], episodesPerSeed: 20, train: { total_steps: 4000, num_envs: 8, evaluation_episodes: 10 } };
+const settings = { trainSeeds: [1, 2], gradeSeeds: [1001, 1002], episodesPerSeed: 20, train: { total_steps: 4000, num_envs: 8, evaluation_episodes: 10 }, timeoutSeconds: 600 };
 const graded = (seed: number, success: number) => ({ ok: true, value: { seed, success, episodes: 40 } });
 const wall = { ok: false, error: 'States.TaskFailed', cause: JSON.stringify({ StatusReason: 'the sandbox stopped the job: wall limit (ran past 60 s)', SandboxLimit: 'wall' }) };
 const baselineSource = (file: string) => readFileSync(join(REPO_ROOT, 'batch-jobs/reward-train/rewards', file), 'utf8');
@@ -30,6 +30,8 @@ describe('reward search loop bookkeeping', () => {
     assert.equal(items1.length, 6);
     assert.deepEqual(items1.map((i) => [i.candidate, i.seed]), [[0, 1], [0, 2], [1, 1], [1, 2], [2, 1], [2, 2]]);
     assert.throws(() => trainItems(gen1, { ...settings, gradeSeeds: [2, 1001] }), /gradeSeeds\[0\]: is a training seed/);
+    assert.ok(items1.every((i) => i.timeoutSeconds === 600));
+    for (const bad of [59, 1801, 90.5]) assert.throws(() => trainItems(gen1, { ...settings, timeoutSeconds: bad }), new RegExp(`trainTimeoutSeconds.*${bad}`));
   });
 
   it('records each seed: the trusted grade, or the failure with the sandbox verdict; the generation goes on', () => {
