@@ -140,6 +140,7 @@ export class RewardSearchStack extends Stack {
             inputs: {
               'seed.$': '$.item.seed',
               'policyUri.$': "States.Format('{}policy.json', $.train.outputUri)",
+              'curvesUri.$': "States.Format('{}curves.json', $.train.outputUri)",
               train: { ok: true },
               'gradeSeeds.$': '$.item.gradeSeeds',
               'episodesPerSeed.$': '$.item.episodesPerSeed',

@@ -11,7 +11,7 @@ import { GOAL_POSITION, MAX_POSITION, MAX_SPEED, MIN_POSITION, TIME_LIMIT } from
 import { failureReason } from './grade.ts';
 import type { CandidateFeedback, RewardTask } from './propose.ts';
 import { RewardSearchDoc, type FinalEntry, type FinalRole, type SearchCandidate } from './report.ts';
-import { rank, SeedResult } from './search.ts';
+import { evenlySpaced, rank, SeedResult } from './search.ts';
 
 export const MOUNTAINCAR_TASK: RewardTask = {
   name: 'MountainCar',
@@ -117,9 +117,16 @@ function verdictOf(seeds: readonly SeedResult[]): string | undefined {
 export function candidateResults(candidates: readonly ProposedCandidate[], items: readonly TrainItem[], outcomes: readonly unknown[]): SearchCandidate[] {
   if (outcomes.length !== items.length) throw new ConfigError('results.length', outcomes.length, `must equal the ${items.length} training items`);
   return candidates.map((c, k) => {
-    const seeds = items.flatMap((item, i) => (item.candidate === k ? [seedResultOf(item, outcomes[i])] : []));
+    const results = items.flatMap((item, i) => (item.candidate === k ? [seedResultOf(item, outcomes[i])] : []));
+    // Each seed's curve moves to the candidate's curves: the seeds keep the grade.
+    const seeds = results.map(({ curve: _curve, ...seed }) => seed);
+    const curves = results.flatMap((r) => (r.curve?.length ? [{ seed: r.seed, points: r.curve }] : []));
     const verdict = verdictOf(seeds);
-    return { name: c.name, rationale: c.rationale, source: c.source, sourceSha256: sha256Hex(c.source), origin: c.origin, seeds, ...(verdict ? { verdict } : {}) };
+    return {
+      name: c.name, rationale: c.rationale, source: c.source, sourceSha256: sha256Hex(c.source), origin: c.origin, seeds,
+      ...(verdict ? { verdict } : {}),
+      ...(curves.length ? { curves } : {}),
+    };
   });
 }
 
@@ -147,8 +154,25 @@ export function feedbackFrom(doc: RewardSearchDoc): CandidateFeedback[] {
       perSeedSuccess: c.seeds.map((s) => ({ seed: s.seed, success: s.success, ...(s.failure ? { error: s.failure } : {}) })),
       meanSuccess: successes.reduce((a, b) => a + b, 0) / successes.length,
       ...(c.verdict ? { verdict: c.verdict } : {}),
+      ...(c.curves?.length ? { curve: curveText(c.curves) } : {}),
     };
   });
+}
+
+/** Points of each seed's curve shown to the proposer. */
+const FEEDBACK_CURVE_POINTS = 5;
+
+/**
+ * A candidate's training curves in a line per seed, from the job's own log (numbers only, so a
+ * candidate cannot write text into the next prompt this way): e.g.
+ * "seed 1: step 1024 return -200 success 0%; step 8192 return -141 success 62%".
+ */
+export function curveText(curves: NonNullable<SearchCandidate['curves']>): string {
+  return curves
+    .map(({ seed, points }) => {
+      return `seed ${seed}: ${evenlySpaced(points.length, FEEDBACK_CURVE_POINTS).map((i) => points[i]!).map((p) => `step ${p.step} return ${p.envReturn.toFixed(0)} success ${(p.success * 100).toFixed(0)}%`).join('; ')}`;
+    })
+    .join(' | ');
 }
 
 /** The search's winner: the best-ranked candidate that is not a baseline. */

@@ -98,7 +98,7 @@ function historyPrompt(request: ProposeRequest): string {
     return [
       `### generation ${c.generation}, ${c.name}: mean success ${c.meanSuccess === null ? 'none' : c.meanSuccess.toFixed(2)}${c.verdict ? `; sandbox verdict: ${c.verdict}` : ''}`,
       `per seed: ${seeds}`,
-      ...(c.curve ? [`training: ${c.curve}`] : []),
+      ...(c.curve ? [`training curve (the job's own log, not graded): ${c.curve}`] : []),
       '```python',
       c.source,
       '```',

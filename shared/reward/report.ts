@@ -15,26 +15,13 @@ import type { TopLevelSpec } from 'vega-lite';
 import { z } from 'zod';
 import { escapeHtml, svgOf } from '#shared/charts.ts';
 import { sha256Hex } from '#shared/json.ts';
-import { rank, seedNoise, summarize, SeedResult, type CandidateResult, type Ranked } from '#shared/reward/search.ts';
+import { CurvePoint, MAX_CURVE_POINTS, rank, seedNoise, summarize, SeedResult, type CandidateResult, type Ranked } from '#shared/reward/search.ts';
 
 const sha256String = z.string().regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex digits');
 
 /** Where a candidate came from: proposed by the model, read from a reward file, or one of the two baselines. */
 export const RewardOrigin = z.enum(['claude', 'file', 'baseline']);
 export type RewardOrigin = z.infer<typeof RewardOrigin>;
-
-/** One point of a seed's training curve: the environment's own return and the success rate at that step. */
-export const CurvePoint = z
-  .object({
-    step: z.int().min(0),
-    envReturn: z.number(),
-    success: z.number().min(0).max(1),
-  })
-  .strict();
-export type CurvePoint = z.infer<typeof CurvePoint>;
-
-/** At most this many curve points per seed: the curve is a summary (it is also fed back to the model), not a log. */
-export const MAX_CURVE_POINTS = 50;
 
 export const SearchCandidate = z
   .object({

@@ -10,6 +10,27 @@
 import { z } from 'zod';
 import { ConfigError } from '../errors.ts';
 
+/** One point of a seed's training curve: the environment's own return and the success rate at that step. */
+export const CurvePoint = z
+  .object({
+    step: z.int().min(0),
+    envReturn: z.number(),
+    success: z.number().min(0).max(1),
+  })
+  .strict();
+export type CurvePoint = z.infer<typeof CurvePoint>;
+
+/** At most this many curve points per seed: the curve is a summary (it is also fed back to the model), not a log. */
+export const MAX_CURVE_POINTS = 50;
+
+/** Indices of at most `n` evenly spaced rows of `length`, the first and the last included. */
+export function evenlySpaced(length: number, n: number): number[] {
+  const keep = Math.min(n, length);
+  if (keep <= 0) return [];
+  if (keep === 1) return [length - 1];
+  return [...new Set(Array.from({ length: keep }, (_, k) => Math.round((k * (length - 1)) / (keep - 1))))];
+}
+
 export const SeedResult = z
   .object({
     seed: z.int().min(0),
@@ -19,7 +40,10 @@ export const SeedResult = z
     episodes: z.int().min(0),
     /** Why the seed failed: the sandbox's verdict (wall, cpu, memory, processes), the job's error, or the grader's refusal. */
     failure: z.string().optional(),
+    /** Training seconds, as the job's own log says (feedback, never the score). */
     trainSeconds: z.number().min(0).optional(),
+    /** A few points of the training curve from the job's own log (feedback, never the score). */
+    curve: z.array(CurvePoint).max(MAX_CURVE_POINTS).optional(),
   })
   .strict();
 export type SeedResult = z.infer<typeof SeedResult>;

@@ -180,6 +180,10 @@ describe('reward search on the embedded runtime (test size)', { skip }, () => {
     const patched = byName.get('monkeypatch')!.seeds[0]!;
     assert.equal(typeof patched.success, 'number', JSON.stringify(patched));
     assert.ok(patched.success! < 0.5, `graded ${patched.success}, not the claimed 1.0`);
+    // Its own training log (the curve fed back to Claude, marked as such) says 100 %: feedback, not the score.
+    assert.equal(byName.get('monkeypatch')!.curves?.[0]?.points.at(-1)?.success, 1);
+    assert.ok(byName.get('height')!.curves?.[0]?.points.length, 'the honest candidate\'s curve is recorded');
+    assert.ok((byName.get('height')!.seeds[0]!.trainSeconds ?? 0) > 0);
     assert.match(byName.get('memory-hog')!.verdict ?? '', /the sandbox stopped the job: memory limit/);
     // Every write outside the work dir failed, and the trainer on this machine is unchanged.
     const attempts = await jobResultContaining(rt.resources.buckets[0]!, '"attempts"');
@@ -205,6 +209,7 @@ describe('reward search on the embedded runtime (test size)', { skip }, () => {
     assert.equal(out.artifact.name, REWARD_ARTIFACT);
     const html = await readText(out.reportUri);
     assert.match(html, /fork-bomb/);
+    assert.match(html, /training curve \(environment's return, success\)/);
     assert.ok(!html.includes('<script'));
   });
 
@@ -214,7 +219,7 @@ describe('reward search on the embedded runtime (test size)', { skip }, () => {
     assert.deepEqual((first!.body.system as unknown[])[0], (second!.body.system as unknown[])[0]);
     const history = ((second!.body.messages as { content: { text: string }[] }[])[0]!.content[0]!).text;
     assert.match(history, /generation 1, phone-home: mean success 0\.00/);
-    assert.match(history, /generation 1, height/);
+    assert.match(history, /generation 1, height[^#]*training curve \(the job's own log, not graded\): seed 1: step \d+ return -?\d+ success \d+%/);
     assert.match(history, /generation 1, never-returns: mean success 0\.00; sandbox verdict: the sandbox stopped the job: wall limit/);
     assert.doesNotMatch(history, /selfEvaluation/);
   });

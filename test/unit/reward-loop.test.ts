@@ -16,7 +16,11 @@ import { buildProposeParams } from '#shared/reward/propose.ts';
 const source = (body: string) => `def reward(obs, action, next_obs, done, info):\n    return ${body}\n`;
 const cand = (name: string, body: string, origin: ProposedCandidate['origin'] = 'claude'): ProposedCandidate => ({ name, rationale: `why ${name}`, source: source(body), origin });
 const settings = { trainSeeds: [1, 2], gradeSeeds: [1001, 1002], episodesPerSeed: 20, train: { total_steps: 4000, num_envs: 8, evaluation_episodes: 10 }, timeoutSeconds: 600 };
-const graded = (seed: number, success: number) => ({ ok: true, value: { seed, success, episodes: 40 } });
+/** The grader's seed result, with the curve it read from the job's log: success climbing to `success` over 32 iterations. */
+const graded = (seed: number, success: number) => ({
+  ok: true,
+  value: { seed, success, episodes: 40, trainSeconds: 3.5, curve: Array.from({ length: 10 }, (_, i) => ({ step: 256 + Math.round((i * (8192 - 256)) / 9), envReturn: -200 + (i * 80) / 9, success: (i * success) / 9 })) },
+});
 const wall = { ok: false, error: 'States.TaskFailed', cause: JSON.stringify({ StatusReason: 'the sandbox stopped the job: wall limit (ran past 60 s)', SandboxLimit: 'wall' }) };
 const baselineSource = (file: string) => readFileSync(join(REPO_ROOT, 'batch-jobs/reward-train/rewards', file), 'utf8');
 
@@ -37,6 +41,10 @@ describe('reward search loop bookkeeping', () => {
   it('records each seed: the trusted grade, or the failure with the sandbox verdict; the generation goes on', () => {
     const [height, forever, energy] = doc1.generations[0]!.candidates;
     assert.deepEqual(height!.seeds.map((s) => s.success), [0.5, 0.7]);
+    // The curves move from the seeds to the candidate; the seeds keep the grade and the time.
+    assert.deepEqual(height!.curves!.map((c) => [c.seed, c.points.length]), [[1, 10], [2, 10]]);
+    assert.ok(height!.seeds.every((s) => !('curve' in s) && s.trainSeconds === 3.5));
+    assert.equal(forever!.curves, undefined);
     assert.deepEqual(forever!.seeds.map((s) => s.success), [null, null]);
     assert.equal(forever!.verdict, 'the sandbox stopped the job: wall limit (ran past 60 s)');
     assert.deepEqual(energy!.seeds.map((s) => s.failure ?? s.success), [0.9, 'States.TaskFailed: RewardCallError: reward() raised at step 3']);
@@ -53,6 +61,7 @@ describe('reward search loop bookkeeping', () => {
     assert.equal(feedback[0]!.meanSuccess, 0.6);
     const text = JSON.stringify(buildProposeParams({ task: MOUNTAINCAR_TASK, generation: 3, candidates: 2, history: feedback, model: 'm' }));
     assert.match(text, /generation 1, height: mean success 0\.60/);
+    assert.match(text, /training curve \(the job's own log, not graded\): seed 1: step 256 return -200 success 0%; .*step 8192 return -120 success 50% \| seed 2: .*success 70%/);
     assert.equal(winnerOf(doc2).name, 'height');
   });
 
