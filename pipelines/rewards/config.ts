@@ -1,7 +1,9 @@
 /**
  * Reward search: config and sizes. A run trains `generations x candidates x trainSeeds` policies
  * in the sandbox (each a few seconds of PPO at these step counts on one CPU), plus the final:
- * the winner and both baselines on the same training seeds, graded on `finalSeeds`.
+ * the winner and both baselines retrained from scratch on `finalTrainSeeds` (seeds the search
+ * never trained on, so the luck that made the winner win does not carry over) and graded on
+ * `finalSeeds`: 3 x finalTrainSeeds more policies.
  */
 import { z } from 'zod';
 import { MAX_TRAIN_TIMEOUT_SECONDS, MIN_TRAIN_TIMEOUT_SECONDS } from '#shared/reward/loop.ts';
@@ -29,7 +31,13 @@ export const RewardsConfig = z
     trainSeeds: seeds(10).default([1, 2, 3]),
     /** Fresh seeds the search grades on. */
     gradeSeeds: seeds(100).default([1001, 1002, 1003, 1004, 1005]),
-    /** Fresh seeds of the final comparison, unseen by the search too. */
+    /**
+     * The final retrains the winner and both baselines on these: seeds the search never trained
+     * on, the same for all three. The artifact is the reward function, so the final measures what
+     * a fresh training run with it gives, not the best of the search's runs graded again.
+     */
+    finalTrainSeeds: seeds(10).default([101, 102, 103]),
+    /** Fresh seeds the final grades on, unseen by the search too. */
     finalSeeds: seeds(100).default([2001, 2002, 2003, 2004, 2005, 2006, 2007, 2008, 2009, 2010]),
     /** Greedy episodes per grading seed. */
     episodesPerSeed: z.int().min(1).max(1000).default(100),
@@ -58,8 +66,13 @@ export const RewardsConfig = z
       });
     }
     const grade = new Set(c.gradeSeeds);
+    const finalTrain = new Set(c.finalTrainSeeds);
     c.finalSeeds.forEach((s, i) => {
       if (grade.has(s)) ctx.addIssue({ code: 'custom', path: ['finalSeeds', i], message: 'is a search grading seed: the final needs seeds the search never saw' });
+      if (finalTrain.has(s)) ctx.addIssue({ code: 'custom', path: ['finalSeeds', i], message: 'is a final training seed: grading needs seeds the policies never trained on' });
+    });
+    c.finalTrainSeeds.forEach((s, i) => {
+      if (train.has(s)) ctx.addIssue({ code: 'custom', path: ['finalTrainSeeds', i], message: 'is a search training seed: the final retrains on seeds the search never used' });
     });
     if (c.rewardFiles) {
       const names = new Set<string>();
@@ -72,6 +85,6 @@ export const RewardsConfig = z
 export type RewardsConfig = z.infer<typeof RewardsConfig>;
 
 export const REWARDS_SIZES = {
-  test: { generations: 2, candidates: 2, trainSeeds: [1], gradeSeeds: [1001], finalSeeds: [2001], episodesPerSeed: 20, train: { total_steps: 6000, evaluation_episodes: 5 } },
-  smoke: { generations: 2, candidates: 3, trainSeeds: [1, 2], gradeSeeds: [1001, 1002], finalSeeds: [2001, 2002, 2003, 2004], episodesPerSeed: 50, train: { total_steps: 6000 } },
+  test: { generations: 2, candidates: 2, trainSeeds: [1], gradeSeeds: [1001], finalTrainSeeds: [101], finalSeeds: [2001], episodesPerSeed: 20, train: { total_steps: 6000, evaluation_episodes: 5 } },
+  smoke: { generations: 2, candidates: 3, trainSeeds: [1, 2], gradeSeeds: [1001, 1002], finalTrainSeeds: [101, 102], finalSeeds: [2001, 2002, 2003, 2004], episodesPerSeed: 50, train: { total_steps: 6000 } },
 } as const satisfies Record<string, z.input<typeof RewardsConfig>>;

@@ -13,9 +13,10 @@
  *       played on fresh seeds with the environment's own success rule.
  * 3. record (Lambda): the generation into the search document; loop while generations remain.
  * 4. The final: the winner and both baselines (the environment's reward and a person-written
- *    shaped reward) trained on the same seeds and graded on the same fresh seeds, through the
- *    same fan-out (so the winner's training is a cache hit); then the report and the artifact
- *    `reward-search` (reward.py, report.html, search.json).
+ *    shaped reward) retrained from scratch on the same seeds, none of them a search training
+ *    seed (so the luck that made the winner win does not carry over), and graded on the same
+ *    fresh seeds, through the same fan-out; then the report and the artifact `reward-search`
+ *    (reward.py, report.html, search.json).
  */
 import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
 import type { IVpc } from 'aws-cdk-lib/aws-ec2';

@@ -272,6 +272,12 @@ function finalChart(summary: RewardSearchSummary): TopLevelSpec {
   };
 }
 
+/** Whether the final's training seeds are all new to the search (its winner's luck does not carry over). */
+function freshFinalTraining(doc: RewardSearchDoc): boolean {
+  const searched = new Set(doc.generations.flatMap((g) => g.candidates.flatMap((c) => c.seeds.map((s) => s.seed))));
+  return !!doc.final && doc.final.entries.every((e) => e.seeds.every((s) => !searched.has(s.seed)));
+}
+
 function curvesHtml(c: SearchCandidate): string {
   if (!c.curves?.length) return '';
   const rows = c.curves
@@ -298,7 +304,7 @@ export async function rewardReportHtml(doc: RewardSearchDoc, config: unknown): P
 
   const finalSection = doc.final
     ? `<h2>Final comparison</h2>
-<p id="final-setup">Each reward trained on the same ${doc.final.entries[0]!.seeds.length} training seeds (${doc.final.entries[0]!.seeds.map((s) => s.seed).join(', ')});
+<p id="final-setup">Each reward retrained from scratch on the same ${doc.final.entries[0]!.seeds.length} training seeds (${doc.final.entries[0]!.seeds.map((s) => s.seed).join(', ')}), ${freshFinalTraining(doc) ? 'none of them a seed the search trained on' : '<strong>some of them seeds the search trained on: the winner\'s lucky runs count again</strong>'};
 every policy graded by the environment's success rule on the same ${doc.final.gradeSeeds.length} fresh seeds (${doc.final.gradeSeeds.join(', ')}), ${doc.final.episodesPerSeed} episodes each. A failed seed counts as 0.</p>
 <figure id="final-chart">${finalSvg}</figure>
 <table id="final"><tr><th>role</th><th>reward</th><th>mean success</th><th>std</th><th>std. error</th><th>failed seeds</th><th>per seed</th></tr>

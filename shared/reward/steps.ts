@@ -28,6 +28,7 @@ const LoopConfig = z
     rewardFiles: z.array(z.object({ name: z.string(), source: z.string() })).optional(),
     trainSeeds: z.array(z.int()),
     gradeSeeds: z.array(z.int()),
+    finalTrainSeeds: z.array(z.int()).min(1),
     finalSeeds: z.array(z.int()),
     episodesPerSeed: z.int(),
     train: z.object({ total_steps: z.int(), num_envs: z.int(), evaluation_episodes: z.int() }),
@@ -45,8 +46,8 @@ async function writeSearch(ctx: StoreContext, doc: RewardSearchDoc): Promise<str
   return (await writeContentAddressed(ctx.bucket, `data/${ctx.pipeline}/search/`, parseOrThrow(RewardSearchDoc, doc, 'search'))).uri;
 }
 
-const itemsFor = (candidates: readonly ProposedCandidate[], config: LoopConfig, gradeSeeds: readonly number[]) =>
-  trainItems(candidates, { trainSeeds: config.trainSeeds, gradeSeeds, episodesPerSeed: config.episodesPerSeed, train: config.train, timeoutSeconds: config.trainTimeoutSeconds });
+const itemsFor = (candidates: readonly ProposedCandidate[], config: LoopConfig, seeds: { train: readonly number[]; grade: readonly number[] }) =>
+  trainItems(candidates, { trainSeeds: seeds.train, gradeSeeds: seeds.grade, episodesPerSeed: config.episodesPerSeed, train: config.train, timeoutSeconds: config.trainTimeoutSeconds });
 
 /** Step 1 of a generation: the candidates (reward files, or Claude with the graded history) and their training items. */
 export async function proposeStep(input: unknown, env: { anthropicSecretArn?: string }) {
@@ -63,7 +64,7 @@ export async function proposeStep(input: unknown, env: { anthropicSecretArn?: st
     candidates = result.candidates.map((c) => ({ ...c, origin: 'claude' as const }));
     usage = { generation, ...result.usage };
   }
-  return { phase: 'search', generation, candidates, items: itemsFor(candidates, config, config.gradeSeeds), ...(usage ? { usage } : {}) };
+  return { phase: 'search', generation, candidates, items: itemsFor(candidates, config, { train: config.trainSeeds, grade: config.gradeSeeds }), ...(usage ? { usage } : {}) };
 }
 
 const Proposal = z.object({
@@ -86,7 +87,7 @@ export async function recordStep(ctx: StoreContext, input: unknown) {
 
 const Baselines = z.object({ env: z.string().min(1), shaped: z.string().min(1) }).strict();
 
-/** The final's plan: the winner and both baselines, on the same training seeds, graded on the final's fresh seeds. */
+/** The final's plan: the winner and both baselines, retrained on the final's training seeds, graded on its fresh seeds. */
 export async function finalPlanStep(input: unknown) {
   const req = parseOrThrow(z.object({ searchUri: z.string(), baselines: Baselines, config: z.unknown() }).strict(), input, 'final');
   const config = parseOrThrow(LoopConfig, req.config, 'config');
@@ -95,7 +96,7 @@ export async function finalPlanStep(input: unknown) {
     env: { name: 'env-reward', rationale: "the environment's own reward: -1 per step", source: req.baselines.env, origin: 'baseline' },
     shaped: { name: 'shaped-reward', rationale: 'a person-written shaped reward: energy gained, and a bonus at the goal', source: req.baselines.shaped, origin: 'baseline' },
   });
-  return { phase: 'final', roles: roles.map((r) => r.role), candidates: roles.map((r) => r.candidate), items: itemsFor(roles.map((r) => r.candidate), config, config.finalSeeds) };
+  return { phase: 'final', roles: roles.map((r) => r.role), candidates: roles.map((r) => r.candidate), items: itemsFor(roles.map((r) => r.candidate), config, { train: config.finalTrainSeeds, grade: config.finalSeeds }) };
 }
 
 export async function finalRecordStep(ctx: StoreContext, input: unknown) {

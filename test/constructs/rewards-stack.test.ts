@@ -65,6 +65,8 @@ describe('RewardSearch stack', () => {
     assert.ok(resolveConfig(entry, { size: 'test' }));
     assert.throws(() => resolveConfig(entry, { config: '{"trainSeeds": [1], "gradeSeeds": [1]}' }), /gradeSeeds\.0: is a training seed/);
     assert.throws(() => resolveConfig(entry, { config: '{"gradeSeeds": [5], "finalSeeds": [5]}' }), /finalSeeds\.0: is a search grading seed/);
+    assert.throws(() => resolveConfig(entry, { config: '{"trainSeeds": [1, 2], "finalTrainSeeds": [2]}' }), /finalTrainSeeds\.0: is a search training seed/);
+    assert.throws(() => resolveConfig(entry, { config: '{"finalTrainSeeds": [7], "finalSeeds": [7]}' }), /finalSeeds\.0: is a final training seed/);
     assert.throws(() => resolveConfig(entry, { config: '{"trainTimeoutSeconds": 30}' }), /trainTimeoutSeconds/);
     assert.throws(() => resolveConfig(entry, { config: '{"trainTimeoutSeconds": 3600}' }), /trainTimeoutSeconds/);
   });

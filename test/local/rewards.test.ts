@@ -202,7 +202,8 @@ describe('reward search on the embedded runtime (test size)', { skip }, () => {
     const final = doc.final!;
     assert.deepEqual(final.entries.map((e) => e.role), ['winner', 'env-reward', 'shaped-reward']);
     assert.deepEqual(final.gradeSeeds, config.finalSeeds);
-    assert.ok(final.entries.every((e) => e.seeds.map((s) => s.seed).join() === config.trainSeeds.join()));
+    // Retrained from scratch on the final's own training seeds, none of them the search's.
+    assert.ok(final.entries.every((e) => e.seeds.map((s) => s.seed).join() === config.finalTrainSeeds.join()));
     // The person-written shaped reward learns within this budget; the environment's -1 per step does not.
     const mean = (role: string) => final.entries.find((e) => e.role === role)!.seeds[0]!.success!;
     assert.ok(mean('shaped-reward') > mean('env-reward'), `shaped ${mean('shaped-reward')} vs env ${mean('env-reward')}`);

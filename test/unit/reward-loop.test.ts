@@ -65,14 +65,15 @@ describe('reward search loop bookkeeping', () => {
     assert.equal(winnerOf(doc2).name, 'height');
   });
 
-  it('compares the winner with both baselines on the same training seeds and the same fresh seeds', () => {
+  it('compares the winner with both baselines retrained on the same fresh training seeds and graded on the same fresh seeds', () => {
     const roles = finalCandidates(doc1, {
       env: { name: 'env-reward', rationale: "the environment's own", source: baselineSource('env_reward.py'), origin: 'baseline' },
       shaped: { name: 'shaped-reward', rationale: 'person-written', source: baselineSource('shaped_reward.py'), origin: 'baseline' },
     });
     assert.deepEqual(roles.map((r) => [r.role, r.candidate.name]), [['winner', 'height'], ['env-reward', 'env-reward'], ['shaped-reward', 'shaped-reward']]);
-    const items = trainItems(roles.map((r) => r.candidate), { ...settings, gradeSeeds: [2001, 2002, 2003] });
-    const final = recordFinal(doc1, roles, items, [graded(1, 0.8), graded(2, 0.6), graded(1, 0), graded(2, 0.1), graded(1, 0.9), graded(2, 0.95)]);
+    const items = trainItems(roles.map((r) => r.candidate), { ...settings, trainSeeds: [101, 102], gradeSeeds: [2001, 2002, 2003] });
+    assert.deepEqual(items.map((i) => i.seed), [101, 102, 101, 102, 101, 102]);
+    const final = recordFinal(doc1, roles, items, [graded(101, 0.8), graded(102, 0.6), graded(101, 0), graded(102, 0.1), graded(101, 0.9), graded(102, 0.95)]);
     assert.deepEqual(final.final!.gradeSeeds, [2001, 2002, 2003]);
     assert.deepEqual(final.final!.entries.map((e) => [e.role, e.seeds.map((s) => s.success)]), [['winner', [0.8, 0.6]], ['env-reward', [0, 0.1]], ['shaped-reward', [0.9, 0.95]]]);
   });

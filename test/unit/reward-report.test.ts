@@ -82,7 +82,10 @@ describe('reward search report', () => {
     assert.equal(textOf(html, 'env-final'), '0.0 %');
     assert.equal(textOf(html, 'shaped-final'), '20.0 %');
     assert.match(textOf(html, 'headline')!, /Winner <strong>momentum<\/strong> \(generation 2\).*std 10\.0 pp.*In the search it scored 80\.0 %, the best of 5 candidates/);
-    assert.match(textOf(html, 'final-setup')!, /same 3 training seeds \(11, 12, 13\)[\s\S]*same 3 fresh seeds \(100, 101, 102\), 10 episodes each/);
+    assert.match(textOf(html, 'final-setup')!, /retrained from scratch on the same 3 training seeds \(11, 12, 13\), none of them a seed the search trained on[\s\S]*same 3 fresh seeds \(100, 101, 102\), 10 episodes each/);
+    // A final retrained on the search's own training seeds says so.
+    const reused = RewardSearchDoc.parse({ ...input, final: { ...input.final, entries: input.final.entries.map((e) => ({ ...e, seeds: e.seeds.map((x, i) => ({ ...x, seed: i + 1 })) })) } });
+    assert.match(textOf(await rewardReportHtml(reused, { generations: 2 }), 'final-setup')!, /some of them seeds the search trained on/);
     const shapedRow = html.match(/<tr data-role="shaped-reward">.*<\/tr>/)![0];
     assert.match(shapedRow, /<td>20\.0 %<\/td><td>17\.3 pp<\/td>/, 'mean 0.2, std of [0.3, 0, 0.3] = 0.1732');
     assert.match(shapedRow, /seed 11: 30\.0 %<br>seed 12: <span class="failed">failed \(job error: out of disk\)<\/span><br>seed 13: 30\.0 %/);
