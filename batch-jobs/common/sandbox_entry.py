@@ -1,7 +1,7 @@
 """The stager of a sandboxed job's container (AWS): the job holds no credentials, so this stages
 its spec in and its declared outputs out through presigned URLs for exactly its own keys.
 
-    python3 sandbox_entry.py <job command...>
+    python3 sandbox_entry.py [--worker SCRIPT --] <job command...>
 
 JOB_SPEC_URL is a presigned GET of the spec; JOB_OUTPUT_URLS is a JSON object of output file name
 -> presigned PUT (result.json among them). The job runs as `<job command> --spec FILE --output-dir
@@ -9,17 +9,29 @@ DIR` in a fresh directory, without those variables; afterwards each declared out
 as a regular file under the size cap is uploaded to its URL. When the job wrote no result.json
 and failed, the stager writes one with the exit status. It exits with the job's status.
 
-Locally the embedded runtime does the same staging around bubblewrap (infra/local/batch-host.ts).
+The container starts as root so that nothing it runs is: the job runs as the image's `job` user
+in a directory only that user can enter, and with --worker, SCRIPT (the untrusted half: a
+candidate's code) runs as the `reward` user in a directory of its own, joined to the job by one
+socket (`SCRIPT --socket FD` beside `<job command> ... --reward-socket FD`). The worker can reach
+neither the job's files nor its memory, nor this process's environment (which holds the URLs).
+Run as another user than root (tests), both run as that user.
+
+Locally the embedded runtime does the same staging around bubblewrap (infra/local/batch-host.ts),
+with the worker in a second sandbox.
 """
 from __future__ import annotations
 
 import json
 import os
+import pwd
+import signal
+import socket
 import stat
 import subprocess
 import sys
 import tempfile
 import urllib.request
+from typing import NamedTuple
 
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024
 STAGING_VARIABLES = ("JOB_SPEC_URL", "JOB_OUTPUT_URLS")
@@ -50,10 +62,54 @@ def read_output(directory: str, name: str) -> bytes | None:
         return handle.read(MAX_OUTPUT_BYTES + 1)[:MAX_OUTPUT_BYTES]
 
 
-def main(argv: list[str]) -> int:
-    if not argv:
-        print("usage: sandbox_entry.py <job command...>", file=sys.stderr)
+class Users(NamedTuple):
+    """Who runs the job and who runs the worker (uids; their groups are the same numbers)."""
+    job: int
+    worker: int
+
+
+def image_users() -> Users | None:
+    """The image's `job` and `reward` users when this runs as root; None otherwise (no switching)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        return Users(pwd.getpwnam("job").pw_uid, pwd.getpwnam("reward").pw_uid)
+    except KeyError as error:
+        raise SystemExit(f"sandbox_entry: the image must have the users job and reward ({error})") from None
+
+
+def _as(uid: int | None) -> dict:
+    """Popen arguments that run a child as `uid` (and its group, no supplementary groups)."""
+    return {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
+
+
+def _private_dir(prefix: str, uid: int | None) -> str:
+    path = tempfile.mkdtemp(prefix=prefix)
+    if uid is not None:
+        os.chown(path, uid, uid)
+    os.chmod(path, 0o700)
+    return path
+
+
+def _parse(argv: list[str]) -> tuple[str | None, list[str]]:
+    if argv[:1] == ["--worker"]:
+        if len(argv) < 4 or argv[2] != "--":
+            raise ValueError("usage: sandbox_entry.py --worker SCRIPT -- <job command...>")
+        return os.path.abspath(argv[1]), argv[3:]
+    return None, argv
+
+
+def main(argv: list[str], users: Users | None | str = "image") -> int:
+    try:
+        worker_script, argv = _parse(argv)
+    except ValueError as error:
+        print(error, file=sys.stderr)
         return 2
+    if not argv:
+        print("usage: sandbox_entry.py [--worker SCRIPT --] <job command...>", file=sys.stderr)
+        return 2
+    if users == "image":
+        users = image_users()
     spec_url = os.environ.get("JOB_SPEC_URL")
     try:
         outputs = json.loads(os.environ.get("JOB_OUTPUT_URLS", ""))
@@ -62,14 +118,22 @@ def main(argv: list[str]) -> int:
     if not spec_url or not isinstance(outputs, dict) or "result.json" not in outputs:
         print("JOB_SPEC_URL and JOB_OUTPUT_URLS (with result.json) must be set: a sandboxed job is started with presigned URLs", file=sys.stderr)
         return 2
-    work = tempfile.mkdtemp(prefix="job-")
+    job_uid = users.job if isinstance(users, Users) else None
+    work = _private_dir("job-", job_uid)
     spec_path = os.path.join(work, "spec.json")
     out_dir = os.path.join(work, "out")
-    os.makedirs(out_dir)
     with open(spec_path, "wb") as handle:
         handle.write(fetch(spec_url))
+    os.makedirs(out_dir)
+    if job_uid is not None:
+        for path in (spec_path, out_dir):
+            os.chown(path, job_uid, job_uid)
     env = {k: v for k, v in os.environ.items() if k not in STAGING_VARIABLES}
-    status = subprocess.run([*argv, "--spec", spec_path, "--output-dir", out_dir], env=env, check=False).returncode
+    command = [*argv, "--spec", spec_path, "--output-dir", out_dir]
+    if worker_script is None:
+        status = subprocess.run(command, env=env, cwd=work, check=False, **_as(job_uid)).returncode
+    else:
+        status = run_with_worker(command, worker_script, env, work, users if isinstance(users, Users) else None)
     for name, url in outputs.items():
         body = read_output(out_dir, name)
         if body is None and name == "result.json" and status != 0:
@@ -77,6 +141,32 @@ def main(argv: list[str]) -> int:
         if body is not None:
             upload(url, body)
     return status
+
+
+def run_with_worker(command: list[str], script: str, env: dict[str, str], work: str, users: Users | None) -> int:
+    """The job and its worker, joined by a socketpair; the worker is stopped when the job ends."""
+    worker_uid = users.worker if users else None
+    home = _private_dir("worker-", worker_uid)
+    job_end, worker_end = socket.socketpair()
+    # The worker's environment: nothing of the container's but what Python needs.
+    worker_env = {"PATH": env.get("PATH", "/usr/local/bin:/usr/bin:/bin"), "HOME": home, "LANG": "C.UTF-8",
+                  "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1",
+                  "OPENBLAS_NUM_THREADS": "1"}
+    worker = subprocess.Popen([sys.executable, script, "--socket", str(worker_end.fileno())], pass_fds=[worker_end.fileno()],
+                              env=worker_env, cwd=home, start_new_session=True, **_as(worker_uid))
+    worker_end.close()
+    try:
+        job = subprocess.Popen([*command, "--reward-socket", str(job_end.fileno())], pass_fds=[job_end.fileno()],
+                               env=env, cwd=work, **_as(users.job if users else None))
+        job_end.close()
+        return job.wait()
+    finally:
+        job_end.close()
+        try:
+            os.killpg(worker.pid, signal.SIGKILL)  # its whole session: anything it left running
+        except ProcessLookupError:
+            pass
+        worker.wait()
 
 
 if __name__ == "__main__":

@@ -13,6 +13,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 sys.path.insert(0, os.path.dirname(__file__))
 import sandbox_entry  # noqa: E402
 
+# As root (as in the image), the job and the worker run as two other users, as the image's job
+# and reward users; otherwise both run as this user.
+AS_ROOT = os.geteuid() == 0
+USERS = sandbox_entry.Users(job=65534, worker=65533) if AS_ROOT else None
+
 
 class Store(BaseHTTPRequestHandler):
     objects: dict[str, bytes] = {}
@@ -46,16 +51,18 @@ class SandboxEntryTest(unittest.TestCase):
     def setUp(self):
         Store.objects.clear()
         self.dir = tempfile.mkdtemp()
+        os.chmod(self.dir, 0o755)  # the job's and the worker's users read their scripts here
         self.saved = dict(os.environ)
 
     def tearDown(self):
         os.environ.clear()
         os.environ.update(self.saved)
 
-    def job(self, body: str) -> list[str]:
-        path = os.path.join(self.dir, "job.py")
+    def job(self, body: str, name: str = "job.py") -> list[str]:
+        path = os.path.join(self.dir, name)
         with open(path, "w") as handle:
             handle.write(textwrap.dedent(body))
+        os.chmod(path, 0o644)
         return [sys.executable, path]
 
     def urls(self, run: str, names: list[str]) -> None:
@@ -75,7 +82,7 @@ class SandboxEntryTest(unittest.TestCase):
             os.symlink('/etc/passwd', os.path.join(a.output_dir, 'curves.json'))
             open(os.path.join(a.output_dir, 'undeclared.txt'), 'w').write('x')
         """)
-        self.assertEqual(sandbox_entry.main(command), 0)
+        self.assertEqual(sandbox_entry.main(command, USERS), 0)
         self.assertEqual(json.loads(Store.objects["/ok/out/result.json"]), {"doubled": 42})
         self.assertEqual(Store.objects["/ok/out/policy.json"], b"{}")
         self.assertNotIn("/ok/out/curves.json", Store.objects)  # a link is not an output
@@ -83,12 +90,62 @@ class SandboxEntryTest(unittest.TestCase):
 
     def test_a_failed_job_without_result_gets_one_and_its_status(self):
         self.urls("bad", ["result.json"])
-        self.assertEqual(sandbox_entry.main(self.job("import sys; sys.exit(3)")), 3)
+        self.assertEqual(sandbox_entry.main(self.job("import sys; sys.exit(3)"), USERS), 3)
         self.assertEqual(json.loads(Store.objects["/bad/out/result.json"])["error"]["type"], "JobFailed")
+
+    def test_runs_the_worker_apart_from_the_job_joined_by_one_socket(self):
+        self.urls("pair", ["result.json", "policy.json"])
+        # The worker (a candidate's side) reports what it could reach, then answers the job.
+        worker = self.job("""
+            import argparse, glob, json, os, socket
+            p = argparse.ArgumentParser(); p.add_argument('--socket', type=int); a = p.parse_args()
+            sock = socket.socket(fileno=a.socket)
+            found = {'uid': os.getuid(), 'env': sorted(os.environ), 'writes': {}, 'reads': {}}
+            for path in glob.glob('/tmp/job-*/out/policy.json') + [os.path.join(d, 'out', 'policy.json') for d in glob.glob('/tmp/job-*')]:
+                try:
+                    open(path, 'w').write('forged')
+                    found['writes'][path] = 'written'
+                except OSError as error:
+                    found['writes'][path] = type(error).__name__
+            for path in ['/proc/%d/environ' % os.getppid()]:
+                try:
+                    found['reads'][path] = 'JOB_OUTPUT_URLS' in open(path, 'rb').read().decode(errors='replace')
+                except OSError as error:
+                    found['reads'][path] = type(error).__name__
+            sock.recv(4)
+            sock.sendall(json.dumps(found).encode())
+            sock.close()
+        """, "worker.py")
+        job = self.job("""
+            import argparse, json, os, socket
+            p = argparse.ArgumentParser(); p.add_argument('--spec'); p.add_argument('--output-dir'); p.add_argument('--reward-socket', type=int)
+            a = p.parse_args()
+            sock = socket.socket(fileno=a.reward_socket)
+            sock.sendall(b'ping')
+            answer = b''
+            while chunk := sock.recv(65536):
+                answer += chunk
+            open(os.path.join(a.output_dir, 'policy.json'), 'w').write('{"trained": true}')
+            json.dump({'worker': json.loads(answer), 'uid': os.getuid()}, open(os.path.join(a.output_dir, 'result.json'), 'w'))
+        """)
+        self.assertEqual(sandbox_entry.main(["--worker", worker[1], "--", *job], USERS), 0)
+        result = json.loads(Store.objects["/pair/out/result.json"])
+        found = result["worker"]
+        self.assertEqual(Store.objects["/pair/out/policy.json"], b'{"trained": true}')
+        self.assertNotIn("JOB_OUTPUT_URLS", found["env"])
+        self.assertNotIn("JOB_SPEC_URL", found["env"])
+        if AS_ROOT:
+            self.assertEqual((result["uid"], found["uid"]), (USERS.job, USERS.worker))
+            self.assertTrue(found["writes"], "the worker looked for the job's directory")
+            self.assertNotIn("written", found["writes"].values())
+            self.assertEqual(set(found["reads"].values()), {"PermissionError"})
+
+    def test_refuses_a_malformed_worker_option(self):
+        self.assertEqual(sandbox_entry.main(["--worker", "w.py", "python3", "main.py"], USERS), 2)
 
     def test_refuses_to_start_without_presigned_urls(self):
         os.environ.pop("JOB_SPEC_URL", None)
-        self.assertEqual(sandbox_entry.main(["true"]), 2)
+        self.assertEqual(sandbox_entry.main(["true"], USERS), 2)
 
 
 if __name__ == "__main__":

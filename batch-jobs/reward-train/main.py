@@ -30,11 +30,12 @@ import os
 import sys
 import time
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from policy import parse_policy
+from reward_channel import RemoteReward
 from reward_module import MAX_SOURCE_BYTES, RewardLoadError, load_reward_source
 from trainer import TrainConfig, TrainConfigError, evaluate_policy, train
 
@@ -84,14 +85,16 @@ def _short_curve(curves: dict[str, list], points: int) -> dict[str, list]:
     return {key: [curves[key][i] for i in picks] for key in keys}
 
 
-def main(spec: dict, ctx: Any) -> dict:
+def main(spec: dict, ctx: Any, load_reward: Callable[[str, str], Any] = load_reward_source) -> dict:
+    """`load_reward` loads the candidate: in this process (the default), or in its own process
+    behind a socket (RemoteReward, the sandbox's way), where it cannot touch the trainer."""
     torch.set_num_threads(1)  # more threads collapse when anything else shares the CPU
     started = time.perf_counter()
     if not isinstance(spec, dict):
         raise SpecError(f"spec: expected an object (got {type(spec).__name__})")
     source, filename = _read_reward(spec, getattr(ctx, "client", None))
     config = TrainConfig.from_dict({k: v for k, v in spec.items() if k not in ("reward_source", "reward_path")})
-    reward_fn = load_reward_source(source, filename)
+    reward_fn = load_reward(source, filename)
     ctx.progress(stage="start", iterations=config.iterations, envSteps=config.iterations * config.batch_size,
                  vectorisedReward=reward_fn.vectorised)
 
@@ -154,13 +157,17 @@ class DirectoryContext:
         print(json.dumps({"progress": fields, "time": time.time()}), flush=True)
 
 
-def run_local(spec_path: str, output_dir: str) -> int:
-    """jobio.run's contract on local files; returns the exit code."""
+def run_local(spec_path: str, output_dir: str, reward_socket: int | None = None) -> int:
+    """jobio.run's contract on local files; returns the exit code. With `reward_socket` (an
+    inherited socket to reward_channel.py's worker) the candidate runs in that process."""
     ctx = DirectoryContext(output_dir)
     try:
         with open(spec_path, encoding="utf-8") as handle:
             spec = json.load(handle)
-        result = main(spec, ctx)
+        if reward_socket is None:
+            result = main(spec, ctx)
+        else:
+            result = main(spec, ctx, lambda source, filename: RemoteReward.from_fd(reward_socket).load(source, filename))
     except Exception as error:  # noqa: BLE001 - the contract records any failure
         traceback.print_exc()
         ctx.put_json("result.json", {"error": {"type": type(error).__name__, "message": str(error)}})
@@ -173,11 +180,15 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--spec", help="a local spec file (local mode; with --output-dir)")
     parser.add_argument("--output-dir", help="where local mode writes its files and result.json")
+    parser.add_argument("--reward-socket", type=int,
+                        help="local mode: an inherited socket to the candidate's own process (reward_channel.py)")
     args = parser.parse_args()
     if args.spec or args.output_dir:
         if not (args.spec and args.output_dir):
             parser.error("--spec and --output-dir go together")
-        sys.exit(run_local(args.spec, args.output_dir))
+        sys.exit(run_local(args.spec, args.output_dir, args.reward_socket))
+    if args.reward_socket is not None:
+        parser.error("--reward-socket is a local-mode option (with --spec and --output-dir)")
     from jobio import run
 
     run(main)

@@ -25,9 +25,10 @@ A reward module is one Python source file (at most MAX_SOURCE_BYTES) that define
 
 Ranges (MountainCar-v0): position in [-1.2, 0.6], velocity in [-0.07, 0.07]; the goal is
 position >= 0.5; episodes start at rest at a position in [-0.6, -0.4] and last at most 200 steps.
-The module is called once per step of every car, in the trainer's process (which runs inside the
-sandbox); its reward is only what PPO trains on: the policy is graded elsewhere, on the
-environment's own success rule.
+The module is called once per step of every car. In the reward search it runs in a process of
+its own, apart from the trainer (reward_channel.py: a second sandbox locally, another user on
+AWS), so it can touch neither the trainer nor the policy; its reward is only what PPO trains on:
+the policy is graded elsewhere, on the environment's own success rule.
 
 An exception at load time is a RewardLoadError, one in a call a RewardCallError, a value that is
 not a number within MAX_ABS_REWARD a RewardValueError; each fails the training job with a

@@ -13,7 +13,16 @@ import { randomUUID } from 'node:crypto';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { LOCAL_MAX_TIMEOUT_SECONDS } from './asl-prepass.ts';
 import { TaskError } from './lambda-host.ts';
-import { newSandboxWorkDir, readSandboxOutput, runPythonJobSandboxed, type SandboxLimits, type SandboxResult } from './sandbox.ts';
+import type { Socket } from 'node:net';
+import {
+  newSandboxWorkDir,
+  readSandboxOutput,
+  runPythonJobSandboxed,
+  SandboxSetupError,
+  type PythonJobOptions,
+  type SandboxLimits,
+  type SandboxResult,
+} from './sandbox.ts';
 import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { rmSync, writeFileSync } from 'node:fs';
 import { s3Client } from '#shared/clients/aws.ts';
@@ -45,6 +54,12 @@ export interface LocalSandbox {
   readonly limits?: Partial<Omit<SandboxLimits, 'wallSeconds'>>;
   /** Largest output file copied back. Default: 8 MiB. */
   readonly maxOutputBytes?: number;
+  /**
+   * The untrusted half's script in the job folder (reward_channel.py): it runs in a second
+   * sandbox, with its own empty work dir, joined to the job by one socket (the job's
+   * `--reward-socket 4`, the worker's `--socket 4`); the job's outputs are out of its reach.
+   */
+  readonly worker?: string;
 }
 
 export interface JobRun {
@@ -208,14 +223,21 @@ export class BatchHost {
     try {
       const spec = await s3Client().send(new GetObjectCommand(parseS3Uri(specUri, 'JOB_SPEC_URI')));
       writeFileSync(join(work, 'spec.json'), await spec.Body!.transformToByteArray());
-      const result: SandboxResult = await runPythonJobSandboxed({
+      const job = {
         jobDir: def.jobDir,
         workDir: work,
         args: [args[0], ...args.slice(1), '--spec', '/job/spec.json', '--output-dir', '/job/out'],
         env: { AWS_BATCH_JOB_ID: jobId, AWS_BATCH_JOB_ATTEMPT: '1' },
         limits: { ...sandbox.limits, wallSeconds },
-      });
-      writeFileSync(logFile, `${result.stdoutTail}\n--- stderr ---\n${result.stderrTail}\n`);
+      };
+      const runs: { job: SandboxResult; worker?: SandboxResult } = sandbox.worker ? await runSandboxedWithWorker(job, sandbox.worker, jobName) : { job: await runPythonJobSandboxed(job) };
+      // The limit either sandbox hit is the job's verdict; the candidate's own process first.
+      const result: SandboxResult = runs.worker?.limit ? { ...runs.job, limit: runs.worker.limit, limitDetail: runs.worker.limitDetail, limitEvidence: runs.worker.limitEvidence } : runs.job;
+      writeFileSync(
+        logFile,
+        `${runs.job.stdoutTail}\n--- stderr ---\n${runs.job.stderrTail}\n` +
+          (runs.worker ? `--- reward process: stdout ---\n${runs.worker.stdoutTail}\n--- reward process: stderr ---\n${runs.worker.stderrTail}\n` : ''),
+      );
       const maxBytes = sandbox.maxOutputBytes ?? 8 * 1024 * 1024;
       for (const name of [...sandbox.outputs, 'result.json']) {
         if (result.limit && name === 'result.json') continue;
@@ -254,5 +276,50 @@ export class BatchHost {
   stop(): void {
     this.stopped = true;
     for (const child of this.children) child.kill('SIGKILL');
+  }
+}
+
+/**
+ * A job and its untrusted worker in two sandboxes joined by one socket: the worker starts first
+ * with a socket to this process at its fd 4; that socket is handed to the job's sandbox as its
+ * fd 4 and closed here at once (before either side can send), so the two talk directly and
+ * nothing else holds an end. When the job ends, the worker is stopped.
+ */
+export async function runSandboxedWithWorker(
+  job: PythonJobOptions,
+  worker: string,
+  jobName: string,
+): Promise<{ job: SandboxResult; worker: SandboxResult }> {
+  const workerDir = newSandboxWorkDir(`${jobName}-worker`);
+  const stop = new AbortController();
+  let handOver!: (socket: Socket) => void;
+  const spawned = new Promise<Socket>((resolve) => (handOver = resolve));
+  const workerRun = runPythonJobSandboxed({
+    jobDir: job.jobDir,
+    workDir: workerDir,
+    args: [worker, '--socket', '4'],
+    ...(job.limits ? { limits: job.limits } : {}),
+    extraFds: ['pipe'],
+    onSpawn: (child) => handOver(child.stdio[4] as Socket),
+    abort: stop.signal,
+  });
+  try {
+    const socket = await Promise.race([
+      spawned,
+      workerRun.then(() => {
+        throw new SandboxSetupError(`${jobName}: the reward process ended before the job started`);
+      }),
+    ]);
+    const jobRun = await runPythonJobSandboxed({
+      ...job,
+      args: [...job.args, '--reward-socket', '4'],
+      extraFds: [socket],
+      onSpawn: () => socket.destroy(),
+    }).finally(() => stop.abort());
+    return { job: jobRun, worker: await workerRun };
+  } finally {
+    stop.abort();
+    await workerRun.catch(() => undefined);
+    rmSync(workerDir, { recursive: true, force: true });
   }
 }

@@ -36,7 +36,8 @@
  * is filled and then detached, which no process's figures show and which only a memory cgroup
  * would bound (the segments go when the sandbox's IPC namespace does, at the end of the run).
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
+import type { Socket } from 'node:net';
 import { chmodSync, constants, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, statSync } from 'node:fs';
 import { chmod, lchown, lstat, mkdtemp, open, readdir, rm } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
@@ -130,6 +131,16 @@ export interface SandboxOptions {
   readonly onOutput?: (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
   /** The bwrap binary; found on PATH by default. */
   readonly bwrapPath?: string;
+  /**
+   * Further descriptors the sandboxed program inherits, as fds 4, 5...: 'pipe' (a socket to
+   * this process, reachable from `onSpawn`'s child) or a socket of another run's, which joins the
+   * two sandboxes directly (nothing else reaches either end).
+   */
+  readonly extraFds?: readonly ('pipe' | Socket)[];
+  /** Called once bwrap is spawned, before any sandboxed code runs. */
+  readonly onSpawn?: (child: ChildProcess) => void;
+  /** Ends the run early (SIGKILL to the whole sandbox); that is no limit, so `limit` stays null. */
+  readonly abort?: AbortSignal;
 }
 
 export type SandboxLimitName = 'wall' | 'cpu' | 'memory' | 'processes' | 'fileSize' | 'disk';
@@ -247,10 +258,11 @@ export async function runSandboxed(options: SandboxOptions): Promise<SandboxResu
   const started = performance.now();
   const child = spawn(bwrap, args, {
     env: {},
-    stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+    stdio: ['ignore', 'pipe', 'pipe', 'pipe', ...(options.extraFds ?? [])],
     detached: true,
     ...(hostUid !== undefined ? { uid: hostUid, gid: hostUid } : {}),
   });
+  options.onSpawn?.(child);
 
   const stdout = new Tail(tailBytes);
   const stderr = new Tail(tailBytes);
@@ -286,13 +298,27 @@ export async function runSandboxed(options: SandboxOptions): Promise<SandboxResu
       }
     }
   };
+  let aborted = false;
+  const abort = (): void => {
+    if (killed || aborted) return;
+    aborted = true;
+    if (child.pid !== undefined && child.exitCode === null && child.signalCode === null) {
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }
+  };
+  if (options.abort?.aborted) abort();
+  else options.abort?.addEventListener('abort', abort, { once: true });
   const wallTimer = setTimeout(
     () => killAll('wall', `killed by the host after the wall-clock limit of ${limits.wallSeconds} s`),
     // Clamped: setTimeout fires at once for delays past 2^31 ms (about 24.8 days).
     Math.min(limits.wallSeconds * 1000, 2 ** 31 - 1),
   );
   const watchTimer = setInterval(() => {
-    if (child.pid === undefined || killed) return;
+    if (child.pid === undefined || killed || aborted) return;
     const verdict = watch.sample(child.pid);
     if (verdict) killAll(verdict.limit, verdict.detail);
   }, WATCH_INTERVAL_MS);
@@ -303,6 +329,7 @@ export async function runSandboxed(options: SandboxOptions): Promise<SandboxResu
   });
   clearTimeout(wallTimer);
   clearInterval(watchTimer);
+  options.abort?.removeEventListener('abort', abort);
   const wallSeconds = (performance.now() - started) / 1000;
 
   if (ended.error) {
@@ -310,16 +337,18 @@ export async function runSandboxed(options: SandboxOptions): Promise<SandboxResu
     if (code === 'ENOENT') throw unavailable(`bwrap not found at ${bwrap}`);
     throw new SandboxSetupError(`could not start ${bwrap}: ${ended.error.message}`, { cause: ended.error });
   }
-  if (!ready && !killed) throw setupError(stderr.text(), hostUid);
+  if (!ready && !killed && !aborted) throw setupError(stderr.text(), hostUid);
 
   // Written faster than the watch samples: still over the limit, though it ended by itself.
-  const diskAfter = killed ? undefined : watch.overDisk();
+  const diskAfter = killed || aborted ? undefined : watch.overDisk();
   const exit = decodeExit(ended.code, ended.signal);
   const verdict = killed
     ? { ...killed, evidence: 'host' as const }
-    : diskAfter
-      ? { limit: 'disk' as const, detail: `left ${diskAfter}`, evidence: 'host' as const }
-      : classify(exit, limits, watch, stderr.text());
+    : aborted
+      ? undefined
+      : diskAfter
+        ? { limit: 'disk' as const, detail: `left ${diskAfter}`, evidence: 'host' as const }
+        : classify(exit, limits, watch, stderr.text());
   return {
     exitCode: exit.exitCode,
     signal: exit.signal,
@@ -452,6 +481,9 @@ export interface PythonJobOptions {
   readonly limits?: Partial<SandboxLimits>;
   readonly onOutput?: SandboxOptions['onOutput'];
   readonly hostUid?: number;
+  readonly extraFds?: SandboxOptions['extraFds'];
+  readonly onSpawn?: SandboxOptions['onSpawn'];
+  readonly abort?: SandboxOptions['abort'];
 }
 
 /**
@@ -490,6 +522,9 @@ export function runPythonJobSandboxed(options: PythonJobOptions): Promise<Sandbo
     ...(options.limits !== undefined ? { limits: options.limits } : {}),
     ...(options.onOutput !== undefined ? { onOutput: options.onOutput } : {}),
     ...(options.hostUid !== undefined ? { hostUid: options.hostUid } : {}),
+    ...(options.extraFds !== undefined ? { extraFds: options.extraFds } : {}),
+    ...(options.onSpawn !== undefined ? { onSpawn: options.onSpawn } : {}),
+    ...(options.abort !== undefined ? { abort: options.abort } : {}),
   });
 }
 

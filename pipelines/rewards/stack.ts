@@ -69,7 +69,13 @@ export class RewardSearchStack extends Stack {
       vcpus: 1,
       timeout: Duration.seconds(MAX_TRAIN_TIMEOUT_SECONDS),
       attempts: 1,
-      sandbox: { network, outputs: ['policy.json', 'curves.json'], limits: { cpuSeconds: 1800, memoryBytes: 3 * 1024 ** 3, maxProcesses: 64 } },
+      sandbox: {
+        network,
+        outputs: ['policy.json', 'curves.json'],
+        // The candidate's reward runs in its own process: it cannot touch the trainer or the policy.
+        worker: 'reward_channel.py',
+        limits: { cpuSeconds: 1800, memoryBytes: 3 * 1024 ** 3, maxProcesses: 64 },
+      },
       resources,
     });
 

@@ -79,6 +79,13 @@ export interface SandboxJobOptions {
   /** File names the job hands back besides result.json (e.g. policy.json). */
   readonly outputs: readonly string[];
   /**
+   * The untrusted half of the job, a Python script in the job folder (e.g. reward_channel.py),
+   * run apart from the job and joined to it by one socket: `<script> --socket FD` beside
+   * `<job command> --reward-socket FD`. On AWS the stager runs it as another user than the job
+   * (no access to the job's files or memory); locally it gets its own sandbox.
+   */
+  readonly worker?: string;
+  /**
    * Local sandbox limits. The wall limit is the job's timeout, on AWS and locally: the
    * definition's, or the one set at submit (runJob's `timeoutPath`).
    */
@@ -112,6 +119,10 @@ export class BatchJob extends Construct {
       throw new ConfigError('sandbox', props.job, 'a sandboxed job is a Python job on the CPU queue (no entry, no GPU)');
     }
     if (props.sandbox) {
+      const worker = props.sandbox.worker;
+      if (worker !== undefined && (!/^[\w-]+\.py$/.test(worker) || !existsSync(join(jobDir, worker)))) {
+        throw new ConfigError('sandbox.worker', worker, `must be a Python script in batch-jobs/${props.job}/`);
+      }
       for (const name of props.sandbox.outputs) {
         if (!/^[\w.-]{1,100}$/.test(name) || name === 'result.json' || name.startsWith('.')) {
           throw new ConfigError('sandbox.outputs', name, 'must be plain file names other than result.json');
@@ -125,7 +136,9 @@ export class BatchJob extends Construct {
       props.entry === undefined ? jobCodeVersion(jobDir, props.salt) : nodeJobCodeVersion(jobDir, join(jobDir, props.entry), props.salt);
     const baseCommand = props.entry === undefined ? (props.command ?? ['python3', 'main.py']) : [...NODE_JOB_COMMAND];
     // A sandboxed job's container starts the stager, which runs the job's own command.
-    const command = props.sandbox ? ['python3', 'sandbox_entry.py', ...baseCommand] : baseCommand;
+    const command = props.sandbox
+      ? ['python3', 'sandbox_entry.py', ...(props.sandbox.worker ? ['--worker', props.sandbox.worker, '--'] : []), ...baseCommand]
+      : baseCommand;
     // What the embedded runtime runs in the job folder: the same entrypoint, unbundled for Node jobs.
     const localCommand = props.entry === undefined ? baseCommand : ['node', '--import', 'tsx', props.entry];
     const { resources } = props;
@@ -202,7 +215,13 @@ export class BatchJob extends Construct {
     const cfn = this.jobDefinition.node.defaultChild as CfnJobDefinition;
     cfn.addMetadata(META.jobDir, relative(REPO_ROOT, jobDir).split(sep).join('/'));
     cfn.addMetadata(META.jobCommand, localCommand);
-    if (props.sandbox) cfn.addMetadata(META.jobSandbox, { outputs: [...props.sandbox.outputs], limits: props.sandbox.limits ?? {} });
+    if (props.sandbox) {
+      cfn.addMetadata(META.jobSandbox, {
+        outputs: [...props.sandbox.outputs],
+        limits: props.sandbox.limits ?? {},
+        ...(props.sandbox.worker ? { worker: props.sandbox.worker } : {}),
+      });
+    }
     cfn.addMetadata(META.codeVersion, this.codeVersion.hash);
   }
 }

@@ -5,7 +5,7 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { App, Stack } from 'aws-cdk-lib';
+import { App, type CfnElement, Stack } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import { Bucket } from 'aws-cdk-lib/aws-s3';
@@ -97,8 +97,14 @@ describe('SandboxNetwork', () => {
     const network = new SandboxNetwork(stack, 'Sandbox', { vpc, bucket: resources.bucket });
     const job = new BatchJob(stack, 'Train', { job: 'reward-train', sandbox: { network, outputs: ['policy.json', 'curves.json'], limits: { cpuSeconds: 600 } }, resources });
     assert.equal(job.queue, network.queue);
+    const paired = new BatchJob(stack, 'Paired', { job: 'reward-train', sandbox: { network, outputs: ['policy.json'], worker: 'reward_channel.py' }, resources });
+    assert.throws(
+      () => new BatchJob(stack, 'NoWorker', { job: 'reward-train', sandbox: { network, outputs: ['policy.json'], worker: 'missing.py' }, resources }),
+      /sandbox\.worker: must be a Python script in batch-jobs\/reward-train\/ \(got "missing\.py"\)/,
+    );
     const template = Template.fromStack(stack);
-    const [definition] = Object.values(template.findResources('AWS::Batch::JobDefinition')) as {
+    const definitions = template.findResources('AWS::Batch::JobDefinition');
+    const [definition] = [definitions[stack.getLogicalId(job.jobDefinition.node.defaultChild as CfnElement)]] as {
       Metadata: Record<string, unknown>;
       Properties: { ContainerProperties: { Command: string[]; JobRoleArn?: unknown; NetworkConfiguration: { AssignPublicIp: string }; Environment?: { Name: string }[] } };
     }[];
@@ -110,6 +116,11 @@ describe('SandboxNetwork', () => {
     assert.deepEqual(definition!.Metadata[META.jobCommand], ['python3', 'main.py']);
     assert.deepEqual(definition!.Metadata[META.jobSandbox], { outputs: ['policy.json', 'curves.json'], limits: { cpuSeconds: 600 } });
     assert.ok(job.codeVersion.components['batch-jobs/common/sandbox_entry.py'], 'the stager is part of the code version');
+    // With a worker (the untrusted half), the stager runs it apart from the job.
+    const pairedDefinition = template.toJSON().Resources[stack.getLogicalId(paired.jobDefinition.node.defaultChild as CfnElement)] as typeof definition;
+    assert.deepEqual(pairedDefinition!.Properties.ContainerProperties.Command, ['python3', 'sandbox_entry.py', '--worker', 'reward_channel.py', '--', 'python3', 'main.py']);
+    assert.deepEqual(pairedDefinition!.Metadata[META.jobSandbox], { outputs: ['policy.json'], limits: {}, worker: 'reward_channel.py' });
+
     assert.throws(
       () => new BatchJob(stack, 'Bad', { job: 'reward-train', sandbox: { network, outputs: ['result.json'] }, resources }),
       /sandbox\.outputs: must be plain file names other than result\.json/,

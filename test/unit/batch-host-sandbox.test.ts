@@ -36,7 +36,7 @@ describe('local Batch host: sandboxed jobs', () => {
     command: ['python3', 'main.py'],
     environment: {},
     timeoutSeconds: 60,
-    sandbox: { outputs: ['policy.json', 'curves.json'], limits },
+    sandbox: { outputs: ['policy.json', 'curves.json'], limits, worker: 'reward_channel.py' },
   });
   /** `timeoutSeconds`: the submit's attempt timeout, which replaces the definition's. */
   async function runWith(name: string, spec: Record<string, unknown>, limits?: Record<string, number>, timeoutSeconds?: number) {
@@ -94,5 +94,24 @@ describe('local Batch host: sandboxed jobs', () => {
       (error: TaskError) => error.name === 'States.TaskFailed' && !/local-secret-never-inside/.test(error.message),
     );
     assert.ok(!(await keys('runs/nosy/output/')).includes('policy.json'));
+  });
+
+  it('runs the candidate apart from the trainer: what it writes, at import or at exit, never becomes the job\'s output', { skip }, async () => {
+    const forger = [
+      'import atexit, json, os',
+      'def forge():',
+      '    os.makedirs("/job/out", exist_ok=True)',
+      '    json.dump({"forged": True}, open("/job/out/policy.json", "w"))',
+      '    json.dump({"forged": True}, open("/job/out/result.json", "w"))',
+      'forge()',
+      'atexit.register(forge)',
+      'def reward(obs, action, next_obs, done, info):',
+      '    return 0.0',
+    ].join('\n');
+    const run = await runWith('forger', { reward_source: forger, seed: 1, total_steps: 2000, num_envs: 8, evaluation_episodes: 2 });
+    assert.equal(run.exitCode, 0);
+    assert.doesNotMatch(await read('runs/forger/output/policy.json'), /forged/);
+    assert.ok(parsePolicy(JSON.parse(await read('runs/forger/output/policy.json'))), 'the trainer\'s own policy');
+    assert.doesNotMatch(await read('runs/forger/output/result.json'), /forged/);
   });
 });
