@@ -22,8 +22,9 @@ import {
 import { buildDefaultPool, moleculeSvg, morganFingerprint, parsePoolFile, type PoolResult } from './pool.ts';
 import {
   exists, lookupOracle, oracleVersion, poolKeys, readCampaign, readFingerprints, readPool, storeOracle,
-  writeCampaign, writeContentAddressed, writePool, XtbSettings, type PoolDoc,
+  writeCampaign, writePool, XtbSettings, type PoolDoc,
 } from './store.ts';
+import { writeContentAddressed } from '../documents.ts';
 
 /** Morgan radius 2, 2,048 bits: the surrogate's fingerprints. */
 export const FINGERPRINT = { radius: 2, nBits: 2048 } as const;

@@ -6,10 +6,11 @@
  * - the oracle cache in the table: one item per (oracle version, canonical SMILES), the oracle
  *   version being the job's code version with the xTB settings. A molecule is measured once.
  */
-import { HeadObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { HeadObjectCommand } from '@aws-sdk/client-s3';
 import { BatchGetCommand, BatchWriteCommand, type BatchGetCommandOutput, type BatchWriteCommandOutput } from '@aws-sdk/lib-dynamodb';
 import { z } from 'zod';
 import { dynamoClient, readObjectBytes, s3Client } from '../clients/aws.ts';
+import { parseJsonBytes, readContentAddressed, writeContentAddressed, writeFile, type S3Written } from '../documents.ts';
 import { ConfigError, PipelineError } from '../errors.ts';
 import { canonicalJson, sha256Hex } from '../json.ts';
 import { parseOrThrow } from '../schema.ts';
@@ -17,17 +18,6 @@ import { oracleKey } from '../table.ts';
 import { Campaign, OracleResult, parseCampaign } from './discovery.ts';
 import type { SkipCounts, SkipExample } from './pool.ts';
 import type { Fingerprint } from './surrogate.ts';
-
-export interface S3Written {
-  readonly uri: string;
-  readonly Bucket: string;
-  readonly Key: string;
-}
-
-async function put(bucket: string, key: string, body: string | Uint8Array, contentType: string): Promise<S3Written> {
-  await s3Client().send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body, ContentType: contentType }));
-  return { uri: `s3://${bucket}/${key}`, Bucket: bucket, Key: key };
-}
 
 export async function exists(bucket: string, key: string): Promise<boolean> {
   try {
@@ -37,14 +27,6 @@ export async function exists(bucket: string, key: string): Promise<boolean> {
     const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
     if (status === 404 || (error as Error).name === 'NotFound' || (error as Error).name === 'NoSuchKey') return false;
     throw error;
-  }
-}
-
-function parseJson(bytes: Buffer, field: string, uri: string): unknown {
-  try {
-    return JSON.parse(bytes.toString('utf8'));
-  } catch (error) {
-    throw new ConfigError(field, uri, `is not JSON (${(error as Error).message})`);
   }
 }
 
@@ -84,13 +66,13 @@ export async function writePool(
     packed.set(fp, i * nBytes);
   });
   // Fingerprints first: a pool document is only ever seen with its fingerprints beside it.
-  const fpWritten = await put(bucket, keys.fingerprints, packed, 'application/octet-stream');
-  const docWritten = await put(bucket, keys.doc, JSON.stringify(parseOrThrow(PoolDoc, doc, 'pool')), 'application/json');
+  const fpWritten = await writeFile(bucket, keys.fingerprints, packed, 'application/octet-stream');
+  const docWritten = await writeFile(bucket, keys.doc, JSON.stringify(parseOrThrow(PoolDoc, doc, 'pool')), 'application/json');
   return { doc: docWritten, fingerprints: fpWritten };
 }
 
 export async function readPool(uri: string): Promise<PoolDoc> {
-  return parseOrThrow(PoolDoc, parseJson(await readObjectBytes(uri, 'pool.uri'), 'pool.uri', uri), 'pool');
+  return parseOrThrow(PoolDoc, parseJsonBytes(await readObjectBytes(uri, 'pool.uri'), 'pool.uri', uri), 'pool');
 }
 
 export async function readFingerprints(uri: string, size: number, nBytes: number): Promise<Fingerprint[]> {
@@ -105,25 +87,11 @@ export async function readFingerprints(uri: string, size: number, nBytes: number
 // ---- the campaign ----
 
 export async function writeCampaign(bucket: string, pipeline: string, campaign: Campaign): Promise<S3Written> {
-  const body = canonicalJson(parseCampaign(campaign));
-  return put(bucket, `data/${pipeline}/campaigns/${sha256Hex(body)}.json`, body, 'application/json');
+  return writeContentAddressed(bucket, `data/${pipeline}/campaigns/`, parseCampaign(campaign));
 }
 
 export async function readCampaign(uri: string): Promise<Campaign> {
-  const bytes = await readObjectBytes(uri, 'campaignUri');
-  const name = /([0-9a-f]{64})\.json$/.exec(uri)?.[1];
-  if (name && sha256Hex(bytes) !== name) throw new ConfigError('campaignUri', uri, 'the campaign document does not match the hash in its name');
-  return parseCampaign(parseJson(bytes, 'campaignUri', uri));
-}
-
-/** Any JSON document, content-addressed under `prefix`. */
-export async function writeContentAddressed(bucket: string, prefix: string, value: unknown): Promise<S3Written> {
-  const body = canonicalJson(value);
-  return put(bucket, `${prefix}${sha256Hex(body)}.json`, body, 'application/json');
-}
-
-export async function writeFile(bucket: string, key: string, body: string | Uint8Array, contentType: string): Promise<S3Written> {
-  return put(bucket, key, body, contentType);
+  return parseCampaign(await readContentAddressed(uri, 'campaignUri', 'campaign document'));
 }
 
 // ---- the oracle cache ----

@@ -3,10 +3,9 @@
  * and record the final, and the report. The search document lives in S3, content-addressed.
  */
 import { z } from 'zod';
-import { readObjectBytes } from '../clients/aws.ts';
 import { ConfigError } from '../errors.ts';
 import { parseOrThrow } from '../schema.ts';
-import { writeContentAddressed, writeFile } from '../chem/store.ts';
+import { readContentAddressed, writeContentAddressed, writeFile } from '../documents.ts';
 import {
   candidateResults, MAX_TRAIN_TIMEOUT_SECONDS, feedbackFrom, finalCandidates, MOUNTAINCAR_TASK, recordFinal, recordGeneration, trainItems, winnerOf,
   type ProposedCandidate, type TrainItem,
@@ -38,8 +37,7 @@ const LoopConfig = z
 type LoopConfig = z.infer<typeof LoopConfig>;
 
 export async function readSearch(uri: string): Promise<RewardSearchDoc> {
-  const bytes = await readObjectBytes(uri, 'searchUri');
-  return parseOrThrow(RewardSearchDoc, JSON.parse(bytes.toString('utf8')), 'search');
+  return parseOrThrow(RewardSearchDoc, await readContentAddressed(uri, 'searchUri', 'search document'), 'search');
 }
 
 async function writeSearch(ctx: StoreContext, doc: RewardSearchDoc): Promise<string> {

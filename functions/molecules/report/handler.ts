@@ -3,7 +3,8 @@
  * for the publish step.
  */
 import { z } from 'zod';
-import { readCampaign, readPool, writeFile } from '#shared/chem/store.ts';
+import { readCampaign, readPool } from '#shared/chem/store.ts';
+import { writeFile } from '#shared/documents.ts';
 import { discoveryMetrics, discoveryReportHtml, measurementsCsv } from '#shared/chem/report.ts';
 import { requireEnv } from '#shared/env.ts';
 import { canonicalJson, sha256Hex } from '#shared/json.ts';
