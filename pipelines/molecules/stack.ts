@@ -28,9 +28,9 @@ import { ENV } from '#shared/table.ts';
 import {
   approvalGate,
   BatchJob,
+  documentFunction,
   fanOut,
   invoke,
-  PipelineFunction,
   PipelineStateMachine,
   publishArtifact,
   runJob,
@@ -39,7 +39,6 @@ import {
   type StepScope,
 } from '#pipelines/steps/index.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
-import { acknowledgeFindings, s3GrantFindings } from '#pipelines/steps/nag-findings.ts';
 
 export const MOLECULES_PIPELINE = 'molecules';
 export const DISCOVERY_ARTIFACT = 'molecular-discovery';
@@ -75,8 +74,8 @@ export class MolecularDiscoveryStack extends Stack {
       [ENV.table]: table.tableName,
       ORACLE_CODE_VERSION: oracleJob.codeVersion.hash,
     };
-    const campaignFunction = (fnId: string, entry: string, description: string, memorySize: number, timeout: Duration, writes: string[]) => {
-      const fn = new PipelineFunction(this, fnId, {
+    const campaignFunction = (fnId: string, entry: string, description: string, memorySize: number, timeout: Duration, writes: string[]) =>
+      documentFunction(this, fnId, {
         entry: join(functions, entry, 'handler.ts'),
         description,
         environment: env,
@@ -84,23 +83,14 @@ export class MolecularDiscoveryStack extends Stack {
         timeout,
         rdkit: true,
         logRetention: resources.logRetention,
-      });
-      bucket.grantRead(fn);
-      for (const prefix of writes) bucket.grantPut(fn, prefix);
-      acknowledgeFindings(fn, [
-        ...s3GrantFindings(
-          fn,
-          bucket,
-          ['read'],
-          '*',
+        bucket,
+        readsWhy:
           'Reads the pool file a run names (any key of the pipeline bucket, given at run time), pool and campaign documents (data/molecules/...), and oracle job results (runs/molecules/<execution>/...).',
-        ),
-        ...writes.flatMap((prefix) =>
-          s3GrantFindings(fn, bucket, ['put'], prefix, `Writes content-addressed documents (named by the sha256 of their content or of what they were built from) under ${prefix.replace('/*', '/')} only.`),
-        ),
-      ]);
-      return fn;
-    };
+        writes: writes.map((prefix) => ({
+          prefix,
+          why: `Writes content-addressed documents (named by the sha256 of their content or of what they were built from) under ${prefix.replace('/*', '/')} only.`,
+        })),
+      });
     const data = `data/${MOLECULES_PIPELINE}/*`;
     const prepareFn = campaignFunction('Prepare', 'prepare', 'Builds or reads the molecule pool and its fingerprints; starts the campaign with a random sample', 3008, Duration.minutes(10), [data]);
     const proposeFn = campaignFunction('Propose', 'propose', "Fits the surrogate, picks the next batch and the random baseline's, writes the approval items", 3008, Duration.minutes(5), [data, `approvals/${MOLECULES_PIPELINE}/*`]);

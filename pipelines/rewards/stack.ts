@@ -28,9 +28,9 @@ import { ENV } from '#shared/table.ts';
 import { MAX_TRAIN_TIMEOUT_SECONDS } from '#shared/reward/loop.ts';
 import {
   BatchJob,
+  documentFunction,
   fanOut,
   invoke,
-  PipelineFunction,
   PipelineStateMachine,
   publishArtifact,
   runJob,
@@ -39,7 +39,6 @@ import {
   type StepScope,
 } from '#pipelines/steps/index.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
-import { acknowledgeFindings, s3GrantFindings } from '#pipelines/steps/nag-findings.ts';
 import { SandboxNetwork } from '#pipelines/steps/sandbox-network.ts';
 
 export const REWARDS_PIPELINE = 'rewards';
@@ -79,23 +78,18 @@ export class RewardSearchStack extends Stack {
       resources,
     });
 
-    const searchFunction = (fnId: string, entry: string, description: string, extra: Record<string, string> = {}) => {
-      const fn = new PipelineFunction(this, fnId, {
+    const searchFunction = (fnId: string, entry: string, description: string, extra: Record<string, string> = {}) =>
+      documentFunction(this, fnId, {
         entry: join(functions, entry, 'handler.ts'),
         description,
         environment: { ...env, ...extra },
         memorySize: 1024,
         timeout: Duration.minutes(5),
         logRetention: resources.logRetention,
+        bucket,
+        readsWhy: 'Reads search documents (data/rewards/search/<sha256>.json) and policies the sandboxed jobs handed back (runs/rewards/<execution>/...), keys made at run time.',
+        writes: [{ prefix: `data/${REWARDS_PIPELINE}/*`, why: 'Writes content-addressed search documents and reports under data/rewards/ only.' }],
       });
-      bucket.grantRead(fn);
-      bucket.grantPut(fn, `data/${REWARDS_PIPELINE}/*`);
-      acknowledgeFindings(fn, [
-        ...s3GrantFindings(fn, bucket, ['read'], '*', 'Reads search documents (data/rewards/search/<sha256>.json) and policies the sandboxed jobs handed back (runs/rewards/<execution>/...), keys made at run time.'),
-        ...s3GrantFindings(fn, bucket, ['put'], `data/${REWARDS_PIPELINE}/*`, 'Writes content-addressed search documents and reports under data/rewards/ only.'),
-      ]);
-      return fn;
-    };
     const proposeFn = searchFunction('Propose', 'propose', 'Asks Claude for reward functions (or takes reward files) and plans their training runs', {
       [ENV.anthropicSecretArn]: resources.anthropicSecret.secretArn,
     });

@@ -25,6 +25,7 @@ import { join } from 'node:path';
 import { ENV } from '#shared/table.ts';
 import {
   BatchJob,
+  documentFunction,
   fanOut,
   invoke,
   PipelineFunction,
@@ -62,35 +63,24 @@ export class SelfPlayLeagueStack extends Stack {
 
     // The league Lambdas read snapshots and league documents wherever a step wrote them and write
     // only content-addressed documents under data/selfplay/.
-    const leagueFunction = (id: string, entry: string, description: string, memorySize = 512) => {
-      const fn = new PipelineFunction(this, id, {
+    const leagueFunction = (id: string, entry: string, description: string, memorySize = 512) =>
+      documentFunction(this, id, {
         entry: join(functions, entry, 'handler.ts'),
         description,
         environment: env,
         memorySize,
         timeout: Duration.minutes(2),
         logRetention: resources.logRetention,
-      });
-      bucket.grantRead(fn);
-      bucket.grantPut(fn, `data/${SELFPLAY_PIPELINE}/*`);
-      acknowledgeFindings(fn, [
-        ...s3GrantFindings(
-          fn,
-          bucket,
-          ['read'],
-          '*',
+        bucket,
+        readsWhy:
           'Reads league documents (data/selfplay/league/<sha256>.json) and the training job outputs they name (runs/selfplay/<execution>/train/<job id>/...), keys made at run time.',
-        ),
-        ...s3GrantFindings(
-          fn,
-          bucket,
-          ['put'],
-          `data/${SELFPLAY_PIPELINE}/*`,
-          'Writes content-addressed documents (named by the sha256 of their content) under data/selfplay/ only.',
-        ),
-      ]);
-      return fn;
-    };
+        writes: [
+          {
+            prefix: `data/${SELFPLAY_PIPELINE}/*`,
+            why: 'Writes content-addressed documents (named by the sha256 of their content) under data/selfplay/ only.',
+          },
+        ],
+      });
     const eloFn = leagueFunction('Elo', 'elo', 'Starts the league; records matches, fits Elo jointly, picks the champion and next opponents');
     const planFn = leagueFunction('Plan', 'plan', 'Adds a generation snapshot to the league and pairs it with every player');
     const reportFn = leagueFunction('Report', 'report', 'Writes the champion files and the league report');

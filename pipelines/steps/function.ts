@@ -11,7 +11,8 @@ import type { Construct } from 'constructs';
 import { relative, sep } from 'node:path';
 import { ConfigError } from '#shared/errors.ts';
 import { handlerCodeVersion, REPO_ROOT, type CodeVersion } from './code-version.ts';
-import { acknowledgeFindings, LAMBDA_BASIC_EXECUTION_FINDING } from './nag-findings.ts';
+import type { IBucket } from 'aws-cdk-lib/aws-s3';
+import { acknowledgeFindings, LAMBDA_BASIC_EXECUTION_FINDING, s3GrantFindings } from './nag-findings.ts';
 
 /** Metadata keys the embedded runtime reads from the synthesized template. */
 export const META = {
@@ -139,4 +140,28 @@ export class PipelineFunction extends NodejsFunction {
 export function stackSingleton<T extends Construct>(scope: Construct, id: string, create: (stack: Stack) => T): T {
   const stack = Stack.of(scope);
   return (stack.node.tryFindChild(id) as T | undefined) ?? create(stack);
+}
+
+export interface DocumentFunctionProps extends PipelineFunctionProps {
+  readonly bucket: IBucket;
+  /** Why it reads any key of the bucket: documents and job outputs whose keys are made at run time. */
+  readonly readsWhy: string;
+  /** The prefixes it may write (`data/<pipeline>/*`), each with why. */
+  readonly writes: readonly { readonly prefix: string; readonly why: string }[];
+}
+
+/**
+ * A pipeline Lambda that reads the pipeline bucket anywhere and writes only under `writes`: the
+ * grants, and the cdk-nag findings they raise acknowledged with the reasons given.
+ */
+export function documentFunction(scope: Construct, id: string, props: DocumentFunctionProps): PipelineFunction {
+  const { bucket, readsWhy, writes, ...functionProps } = props;
+  const fn = new PipelineFunction(scope, id, functionProps);
+  bucket.grantRead(fn);
+  for (const write of writes) bucket.grantPut(fn, write.prefix);
+  acknowledgeFindings(fn, [
+    ...s3GrantFindings(fn, bucket, ['read'], '*', readsWhy),
+    ...writes.flatMap((write) => s3GrantFindings(fn, bucket, ['put'], write.prefix, write.why)),
+  ]);
+  return fn;
 }
