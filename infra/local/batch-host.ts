@@ -307,7 +307,7 @@ export async function runSandboxedWithWorker(
     const socket = await Promise.race([
       spawned,
       workerRun.then(() => {
-        throw new SandboxSetupError(`${jobName}: the reward process ended before the job started`);
+        throw new SandboxSetupError(`${jobName}: the worker ended before the job started`);
       }),
     ]);
     const jobRun = await runPythonJobSandboxed({
