@@ -1,5 +1,5 @@
-"""PPO's maths for the MountainCar trainer: its config, generalized advantage estimation, the
-clipped loss, a running reward scale, and one update over a batch.
+"""PPO for the MountainCar trainer: its config, a running reward scale, its rollout batch and one
+update over a batch, on the maths in common/ppo_core.py (gae, the clipped loss), re-exported here.
 
 No environment and no I/O here: trainer.py collects rollouts, calls gae() for the advantages,
 then ppo_update() for the gradient steps. Tested with hand-worked numbers (test_ppo.py).
@@ -9,11 +9,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
+
+from ppo_core import PPOLoss, gae, normalize_advantages, ppo_epochs, ppo_loss  # noqa: F401 - part of this module's interface
 
 
 class PPOConfigError(ValueError):
@@ -116,43 +118,6 @@ class PPOConfig:
         return dataclasses.asdict(self)
 
 
-def gae(rewards, values, dones, last_value, gamma: float, lam: float):
-    """Generalized advantage estimation over T steps of N environments.
-
-    rewards[t, n]  reward for the action taken at step t in environment n;
-    values[t, n]   the value estimate of the observation at step t;
-    dones[t, n]    true when step t ended environment n's episode: the next observation belongs
-                   to a new episode, so nothing after step t is bootstrapped into it (a time-limit
-                   end is bootstrapped by the caller, which adds gamma * V(final state) to its
-                   reward);
-    last_value[n]  the value of the observation after step T-1 (unused where dones[T-1, n]).
-
-    delta_t = r_t + gamma * V_{t+1} * (1 - done_t) - V_t
-    A_t     = delta_t + gamma * lam * (1 - done_t) * A_{t+1}
-
-    Returns (advantages, returns), both [T, N] float64 numpy arrays, returns = advantages + values.
-    """
-    rewards = np.asarray(rewards, dtype=np.float64)
-    values = np.asarray(values, dtype=np.float64)
-    not_done = 1.0 - np.asarray(dones, dtype=np.float64)
-    last_value = np.asarray(last_value, dtype=np.float64)
-    if values.ndim != 2:
-        raise ValueError(f"values: expected shape [T, N] (got {values.shape})")
-    for name, array in (("rewards", rewards), ("dones", not_done)):
-        if array.shape != values.shape:
-            raise ValueError(f"{name}: shape {array.shape} does not match values {values.shape}")
-    if last_value.shape != (values.shape[1],):
-        raise ValueError(f"last_value: expected shape ({values.shape[1]},) (got {last_value.shape})")
-    advantages = np.zeros_like(values)
-    next_value, next_advantage = last_value, np.zeros_like(last_value)
-    for t in reversed(range(values.shape[0])):  # vectorised over the N environments
-        delta = rewards[t] + gamma * next_value * not_done[t] - values[t]
-        next_advantage = delta + gamma * lam * not_done[t] * next_advantage
-        advantages[t] = next_advantage
-        next_value = values[t]
-    return advantages, advantages + values
-
-
 class RewardScaler:
     """Scales rewards by a running standard deviation of each environment's discounted return
     G_t = gamma * G_{t-1} + r_t (G restarts at 0 after an episode ends), as gym's NormalizeReward
@@ -200,56 +165,6 @@ class RewardScaler:
         return math.sqrt(self.var + self.eps)
 
 
-class PPOLoss(NamedTuple):
-    """The loss to minimise and its parts (policy, value and entropy are means over the batch)."""
-
-    total: torch.Tensor
-    """policy + vf_coef * value - ent_coef * entropy."""
-    policy: torch.Tensor
-    """-mean(min(ratio * A, clip(ratio, 1-eps, 1+eps) * A))."""
-    value: torch.Tensor
-    """0.5 * mean((V - return)^2)."""
-    entropy: torch.Tensor
-    """mean entropy of the policy (a bonus: it lowers the total)."""
-    clip_fraction: torch.Tensor
-    """Fraction of samples whose ratio is outside [1-eps, 1+eps] (diagnostic, no gradient)."""
-    approx_kl: torch.Tensor
-    """mean((ratio - 1) - log ratio), an estimate of KL(old || new) (diagnostic, no gradient)."""
-
-
-def ppo_loss(new_logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
-             new_values: torch.Tensor, returns: torch.Tensor, entropy: torch.Tensor,
-             clip: float, vf_coef: float, ent_coef: float) -> PPOLoss:
-    """PPO's clipped surrogate loss. All inputs are [B]; old_logp, advantages and returns are
-    constants of the rollout (no gradient flows into them).
-
-    The min() takes the clipped term exactly when the ratio has left [1-eps, 1+eps] in the
-    direction the advantage favours; there the policy gradient is zero, so one batch cannot push
-    the policy far from the one that collected it.
-    """
-    log_ratio = new_logp - old_logp.detach()
-    ratio = log_ratio.exp()
-    advantages = advantages.detach()
-    unclipped = ratio * advantages
-    clipped = ratio.clamp(1.0 - clip, 1.0 + clip) * advantages
-    policy_loss = -torch.min(unclipped, clipped).mean()
-    value_loss = 0.5 * (new_values - returns.detach()).pow(2).mean()
-    entropy_mean = entropy.mean()
-    total = policy_loss + vf_coef * value_loss - ent_coef * entropy_mean
-    with torch.no_grad():
-        clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
-        approx_kl = ((ratio - 1.0) - log_ratio).mean()
-    return PPOLoss(total, policy_loss, value_loss, entropy_mean, clip_fraction, approx_kl)
-
-
-def normalize_advantages(advantages: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """Mean 0 and standard deviation 1; a batch of one (or all equal) only loses its mean."""
-    centered = advantages - advantages.mean()
-    if advantages.numel() < 2:
-        return centered
-    return centered / (advantages.std() + eps)
-
-
 @dataclass
 class RolloutBatch:
     """Flattened rollout data, one row per decision: B rows in every field."""
@@ -290,27 +205,6 @@ def evaluate_actions(net: nn.Module, obs: torch.Tensor, actions: torch.Tensor
 
 def ppo_update(net: nn.Module, optimizer: torch.optim.Optimizer, batch: RolloutBatch,
                config: PPOConfig, generator: torch.Generator | None = None) -> dict[str, float]:
-    """config.update_epochs passes over the batch in config.minibatches shuffled minibatches,
-    one optimizer step each. Returns the mean of each loss part over all minibatches."""
-    if batch.size < config.minibatches:
-        raise ValueError(f"batch: {batch.size} rows cannot fill minibatches={config.minibatches}")
-    net.train()
-    sums = dict.fromkeys(PPOLoss._fields, 0.0)
-    steps = 0
-    for _ in range(config.update_epochs):
-        order = torch.randperm(batch.size, generator=generator)
-        for rows in order.chunk(config.minibatches):
-            new_logp, entropy, new_values = evaluate_actions(net, batch.obs[rows], batch.actions[rows])
-            advantages = batch.advantages[rows]
-            if config.normalize_advantages:
-                advantages = normalize_advantages(advantages)
-            loss = ppo_loss(new_logp, batch.log_probs[rows], advantages, new_values,
-                            batch.returns[rows], entropy, config.clip, config.vf_coef, config.ent_coef)
-            optimizer.zero_grad(set_to_none=True)
-            loss.total.backward()
-            nn.utils.clip_grad_norm_(net.parameters(), config.max_grad_norm)
-            optimizer.step()
-            for name, value in zip(PPOLoss._fields, loss):
-                sums[name] += float(value.detach())
-            steps += 1
-    return {name: total / steps for name, total in sums.items()}
+    """ppo_core.ppo_epochs over the batch."""
+    return ppo_epochs(net, optimizer, batch, config,
+                      lambda rows: evaluate_actions(net, batch.obs[rows], batch.actions[rows]), generator)
