@@ -6,14 +6,17 @@
  * the system's `node` is older.
  */
 import { spawn } from 'node:child_process';
-import { createWriteStream, existsSync, mkdirSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { createWriteStream, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import type { Socket } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { randomUUID } from 'node:crypto';
+import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
+import { s3Client } from '#shared/clients/aws.ts';
+import { parseS3Uri } from '#shared/s3uri.ts';
 import { LOCAL_MAX_TIMEOUT_SECONDS } from './asl-prepass.ts';
 import { TaskError } from './lambda-host.ts';
-import type { Socket } from 'node:net';
 import {
   newSandboxWorkDir,
   readSandboxOutput,
@@ -23,10 +26,6 @@ import {
   type SandboxLimits,
   type SandboxResult,
 } from './sandbox.ts';
-import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
-import { rmSync, writeFileSync } from 'node:fs';
-import { s3Client } from '#shared/clients/aws.ts';
-import { parseS3Uri } from '#shared/s3uri.ts';
 
 export interface LocalJobDefinition {
   readonly arn: string;
@@ -182,19 +181,7 @@ export class BatchHost {
       });
       this.children.delete(child);
       await new Promise((resolve) => log.end(resolve));
-      if (exitCode !== 0) {
-        throw new TaskError(
-          'States.TaskFailed',
-          JSON.stringify({
-            JobId: jobId,
-            JobName: jobName,
-            Status: 'FAILED',
-            StatusReason: 'Essential container in task exited',
-            Container: { ExitCode: exitCode, LogStreamName: logFile },
-            StderrTail: tail.trim().split('\n').slice(-15).join('\n'),
-          }),
-        );
-      }
+      if (exitCode !== 0) throw containerExited(jobId, jobName, exitCode, logFile, tail);
       return { jobId, jobName, exitCode, logFile };
     } finally {
       release();
@@ -254,19 +241,7 @@ export class BatchHost {
         await put('result.json', JSON.stringify({ error: { type: 'SandboxLimit', limit: result.limit, evidence: result.limitEvidence, message } }, null, 2));
         throw new TaskError('States.TaskFailed', JSON.stringify({ JobId: jobId, JobName: jobName, Status: 'FAILED', StatusReason: message, SandboxLimit: result.limit }));
       }
-      if (result.exitCode !== 0) {
-        throw new TaskError(
-          'States.TaskFailed',
-          JSON.stringify({
-            JobId: jobId,
-            JobName: jobName,
-            Status: 'FAILED',
-            StatusReason: 'Essential container in task exited',
-            Container: { ExitCode: result.exitCode, LogStreamName: logFile },
-            StderrTail: result.stderrTail.trim().split('\n').slice(-15).join('\n'),
-          }),
-        );
-      }
+      if (result.exitCode !== 0) throw containerExited(jobId, jobName, result.exitCode, logFile, result.stderrTail);
       return { jobId, jobName, exitCode: 0, logFile };
     } finally {
       rmSync(work, { recursive: true, force: true });
@@ -277,6 +252,21 @@ export class BatchHost {
     this.stopped = true;
     for (const child of this.children) child.kill('SIGKILL');
   }
+}
+
+/** The job's failure as `submitJob.sync` reports it: its description, with the last lines of its stderr. */
+function containerExited(jobId: string, jobName: string, exitCode: number | null, logFile: string, stderr: string): TaskError {
+  return new TaskError(
+    'States.TaskFailed',
+    JSON.stringify({
+      JobId: jobId,
+      JobName: jobName,
+      Status: 'FAILED',
+      StatusReason: 'Essential container in task exited',
+      Container: { ExitCode: exitCode, LogStreamName: logFile },
+      StderrTail: stderr.trim().split('\n').slice(-15).join('\n'),
+    }),
+  );
 }
 
 /**
