@@ -26,15 +26,17 @@ const probe = await sandboxAvailable();
 const skip = probe.available ? false : `no sandbox here: ${probe.reason}`;
 const shaped = readFileSync(join(REPO_ROOT, 'batch-jobs/reward-train/rewards/shaped_reward.py'), 'utf8');
 const candidate = (name: string, source: string) => ({ name, rationale: `try ${name}`, source });
+/** A candidate's source: `lines` (what it does when loaded), then a reward of 0 everywhere. */
+const zeroRewardAfter = (lines: string[]) => [...lines, '', 'def reward(obs, action, next_obs, done, info):', '    return 0.0', ''].join('\n');
 const HEIGHT = 'import math\n\ndef reward(obs, action, next_obs, done, info):\n    return 10.0 * (math.sin(3 * next_obs[0]) - math.sin(3 * obs[0])) + (100.0 if info["goal_reached"] else -0.1)\n';
-const NETWORK = 'import socket\nsocket.create_connection(("169.254.170.2", 80), timeout=2)\n\ndef reward(obs, action, next_obs, done, info):\n    return 0.0\n';
+const NETWORK = zeroRewardAfter(['import socket', 'socket.create_connection(("169.254.170.2", 80), timeout=2)']);
 /**
  * Prints a fake result line and forges a policy that works (it pushes in the direction of the
  * velocity, which solves MountainCar), written to where the job's outputs go both at import and
  * at exit, after the trainer's own; its reward teaches nothing. Only the trainer's policy may
  * count.
  */
-const FORGED_POLICY = [
+const FORGED_POLICY = zeroRewardAfter([
   'import atexit, json, os',
   'from policy import ACTIVATION, LAYER_SHAPES, OBS_OFFSET, OBS_SCALE, POLICY_FORMAT',
   '',
@@ -55,17 +57,12 @@ const FORGED_POLICY = [
   'forge()',
   'atexit.register(forge)',
   'print(json.dumps({"result": {"success_rate": 1.0}, "forged": True}))',
-  '',
-  '',
-  'def reward(obs, action, next_obs, done, info):',
-  '    return 0.0',
-  '',
-].join('\n');
+]);
 /**
  * Looks for credentials (environment, files, the container endpoint) and raises with what it
  * found: the only way out of its process is the trainer's error, which the job hands back.
  */
-const STEAL = [
+const STEAL = zeroRewardAfter([
   'import json, os, glob, urllib.request',
   'found = {"env": dict(os.environ), "files": {}}',
   'for path in glob.glob("/root/.aws/*") + glob.glob(os.path.expanduser("~/.aws/*")) + ["/proc/1/environ"]:',
@@ -78,14 +75,10 @@ const STEAL = [
   'except Exception as error:',
   '    found["endpoint"] = repr(error)',
   'raise RuntimeError(json.dumps({"stolen": found}))',
-  '',
-  'def reward(obs, action, next_obs, done, info):',
-  '    return 0.0',
-  '',
-].join('\n');
-const MEMORY_HOG = 'hog = bytearray(8 * 1024 ** 3)\n\ndef reward(obs, action, next_obs, done, info):\n    return 0.0\n';
+]);
+const MEMORY_HOG = zeroRewardAfter(['hog = bytearray(8 * 1024 ** 3)']);
 /** Tries to change the trainer, the system and the host's files; raises with what happened (its error comes back). */
-const WRITES_OUTSIDE = [
+const WRITES_OUTSIDE = zeroRewardAfter([
   'import json, os',
   'attempts = {}',
   'for path in ["/app/trainer.py", "/app/reward_module.py", "/usr/lib/python3/dist-packages/evil.py", "/etc/evil", "/job/../evil", "/opt/common/jobio.py"]:',
@@ -96,19 +89,15 @@ const WRITES_OUTSIDE = [
   '    except OSError as error:',
   '        attempts[path] = type(error).__name__',
   'raise RuntimeError(json.dumps({"attempts": attempts}))',
-  '',
-  'def reward(obs, action, next_obs, done, info):',
-  '    return 0.0',
-  '',
-].join('\n');
+]);
 /** Never returns: sleeps at import, using no CPU, until the job's wall limit stops it. */
-const NEVER_RETURNS = 'import time\nwhile True:\n    time.sleep(1)\n\ndef reward(obs, action, next_obs, done, info):\n    return 0.0\n';
+const NEVER_RETURNS = zeroRewardAfter(['import time', 'while True:', '    time.sleep(1)']);
 /**
  * Monkeypatches the trainer: its self-evaluation reports 100 %, and the environment's goal moves
  * so that the trainer's bookkeeping counts every episode a success. It runs apart from the
  * trainer, so it patches only its own copies.
  */
-const MONKEYPATCH = [
+const MONKEYPATCH = zeroRewardAfter([
   'import sys',
   'import mountaincar',
   'import trainer',
@@ -124,13 +113,8 @@ const MONKEYPATCH = [
   'for name in ("__main__", "main"):',
   '    if name in sys.modules:',
   '        sys.modules[name].evaluate_policy = perfect',
-  '',
-  '',
-  'def reward(obs, action, next_obs, done, info):',
-  '    return 0.0',
-  '',
-].join('\n');
-const FORK_BOMB = 'import os\nwhile True:\n    os.fork()\n\ndef reward(obs, action, next_obs, done, info):\n    return 0.0\n';
+]);
+const FORK_BOMB = zeroRewardAfter(['import os', 'while True:', '    os.fork()']);
 
 /** A result.json a job handed back (under runs/rewards/ in the bucket) that contains `marker`. */
 async function jobResultContaining(bucket: string, marker: string): Promise<string | undefined> {
