@@ -46,7 +46,6 @@ export const PLATFORM_CONTEXT = {
   logRetentionDays: 'frontier:logRetentionDays',
 } as const;
 
-export { ANTHROPIC_KEY_PLACEHOLDER };
 
 /** What the platform stack shares with the pipeline stacks. */
 export interface PlatformResources {

@@ -177,8 +177,8 @@ export async function resolveApiKey(env: NodeJS.ProcessEnv, secretArn: string | 
   const fromEnv = env.ANTHROPIC_API_KEY;
   if (fromEnv) return fromEnv;
   if (secretArn) {
-    const value = (await secretsClient().send(new GetSecretValueCommand({ SecretId: secretArn }))).SecretString ?? '';
-    if (value && value !== ANTHROPIC_KEY_PLACEHOLDER) return value.trim();
+    const value = ((await secretsClient().send(new GetSecretValueCommand({ SecretId: secretArn }))).SecretString ?? '').trim();
+    if (value && value !== ANTHROPIC_KEY_PLACEHOLDER) return value;
     throw new MissingApiKeyError(`the Anthropic API key secret (${secretArn}) is not set: store the key with aws secretsmanager put-secret-value --secret-id ${secretArn} --secret-string <key>`);
   }
   throw new MissingApiKeyError('no Anthropic API key: set ANTHROPIC_API_KEY, or evaluate reward functions from files instead');
