@@ -27,6 +27,7 @@
  */
 import { ConfigError } from './errors.ts';
 import { sampleBinomial, seededRandom, type Random } from './random.ts';
+import { quantile } from './stats.ts';
 
 /** One match between two players: game counts from a's point of view. */
 export interface EloMatch {
@@ -153,8 +154,8 @@ export function fitElo(input: EloInput, options: EloOptions = {}): EloFit {
     return {
       id,
       elo: point.theta[i] * ELO_PER_NATURAL_UNIT,
-      low: percentile(own, 0.025),
-      high: percentile(own, 0.975),
+      low: quantile(own, 0.025),
+      high: quantile(own, 0.975),
       games: league.gamesPerPlayer[i],
     };
   });
@@ -492,10 +493,3 @@ function solveSymmetricPositive(h: Float64Array, g: Float64Array, x: Float64Arra
   }
 }
 
-/** Linear interpolation between order statistics (the usual "type 7" definition), on sorted data. */
-function percentile(sorted: Float64Array, q: number): number {
-  const position = (sorted.length - 1) * q;
-  const below = Math.floor(position);
-  const above = Math.min(below + 1, sorted.length - 1);
-  return sorted[below] + (position - below) * (sorted[above] - sorted[below]);
-}

@@ -12,15 +12,12 @@
  * The same code runs in the container on AWS and as a child process of the embedded runtime;
  * the S3 endpoint comes from AWS_ENDPOINT_URL_S3, which the SDK reads itself.
  */
-import { PutObjectCommand } from '@aws-sdk/client-s3';
-import { readObjectBytes, s3Client } from './clients/aws.ts';
+import { readObjectBytes } from './clients/aws.ts';
+import { writeFile, type S3Written } from './documents.ts';
 import { ConfigError } from './errors.ts';
-import { s3Uri, type S3Location } from './s3uri.ts';
 
 /** Where a job wrote one output: the object and its s3:// URI (the shape jobio.py returns). */
-export interface JobOutput extends S3Location {
-  readonly uri: string;
-}
+export type JobOutput = S3Written;
 
 /** What a job's main function gets besides its spec. */
 export interface JobContext {
@@ -45,11 +42,8 @@ export function jobContext(outputUri: string): JobContext {
   if (!match) throw new ConfigError('OUTPUT_URI', outputUri, 'expected s3://bucket/prefix/');
   const Bucket = match[1]!;
   const base = match[2]!;
-  const putBytes = async (name: string, data: Uint8Array | string, contentType = 'application/octet-stream'): Promise<JobOutput> => {
-    const Key = `${base}${name}`;
-    await s3Client().send(new PutObjectCommand({ Bucket, Key, Body: data, ContentType: contentType }));
-    return { Bucket, Key, uri: s3Uri({ Bucket, Key }) };
-  };
+  const putBytes = (name: string, data: Uint8Array | string, contentType = 'application/octet-stream'): Promise<JobOutput> =>
+    writeFile(Bucket, `${base}${name}`, data, contentType);
   return {
     outputUri: prefix,
     putBytes,

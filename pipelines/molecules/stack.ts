@@ -25,6 +25,7 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct } from 'constructs';
 import { join } from 'node:path';
 import { ENV } from '#shared/table.ts';
+import { APPROVAL_ITEMS_PREFIX } from '#shared/approval.ts';
 import {
   approvalGate,
   BatchJob,
@@ -93,7 +94,7 @@ export class MolecularDiscoveryStack extends Stack {
       });
     const data = `data/${MOLECULES_PIPELINE}/*`;
     const prepareFn = campaignFunction('Prepare', 'prepare', 'Builds or reads the molecule pool and its fingerprints; starts the campaign with a random sample', 3008, Duration.minutes(10), [data]);
-    const proposeFn = campaignFunction('Propose', 'propose', "Fits the surrogate, picks the next batch and the random baseline's, writes the approval items", 3008, Duration.minutes(5), [data, `approvals/${MOLECULES_PIPELINE}/*`]);
+    const proposeFn = campaignFunction('Propose', 'propose', "Fits the surrogate, picks the next batch and the random baseline's, writes the approval items", 3008, Duration.minutes(5), [data, `${APPROVAL_ITEMS_PREFIX}${MOLECULES_PIPELINE}/*`]);
     const recordFn = campaignFunction('Record', 'record', 'Records oracle results into the campaign and the oracle cache', 1024, Duration.minutes(2), [data]);
     const reportFn = campaignFunction('Report', 'report', 'Writes the discovery report and the measurements', 1024, Duration.minutes(2), [data]);
     table.grantReadData(proposeFn);

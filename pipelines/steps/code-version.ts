@@ -36,54 +36,40 @@ function fromComponents(components: Record<string, string>, salt: string | undef
 
 /** Code version of a TypeScript handler: its bundle's first-party files and package versions. */
 export function handlerCodeVersion(entry: string, salt?: string, externals: readonly string[] = []): CodeVersion {
-  const memoKey = `ts:${entry}:${salt ?? ''}:${externals.join(',')}`;
-  const cached = memo.get(memoKey);
-  if (cached) return cached;
-  const result = buildSync({
-    entryPoints: [entry],
-    absWorkingDir: REPO_ROOT,
-    bundle: true,
-    write: false,
-    metafile: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node22',
-    logLevel: 'silent',
-    // Native packages shipped beside the bundle: counted by version below, not bundled.
-    external: [...externals],
-  });
-  const components: Record<string, string> = {};
-  for (const name of externals) {
-    const version = (JSON.parse(readFileSync(join(REPO_ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
-    components[`npm:${name}`] = version;
-  }
-  for (const input of Object.keys(result.metafile!.inputs)) {
-    const pkg = packageOf(input);
-    if (pkg) {
-      components[`npm:${pkg.name}`] = pkg.version;
-    } else {
-      components[input.split(sep).join('/')] = sha256Hex(readFileSync(join(REPO_ROOT, input)));
+  return memoized(`ts:${entry}:${salt ?? ''}:${externals.join(',')}`, () => {
+    const result = buildSync({
+      entryPoints: [entry],
+      absWorkingDir: REPO_ROOT,
+      bundle: true,
+      write: false,
+      metafile: true,
+      platform: 'node',
+      format: 'esm',
+      target: 'node22',
+      logLevel: 'silent',
+      // Native packages shipped beside the bundle: counted by version below, not bundled.
+      external: [...externals],
+    });
+    const components: Record<string, string> = {};
+    for (const name of externals) {
+      const version = (JSON.parse(readFileSync(join(REPO_ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+      components[`npm:${name}`] = version;
     }
-  }
-  const version = fromComponents(components, salt);
-  memo.set(memoKey, version);
-  return version;
+    for (const input of Object.keys(result.metafile!.inputs)) {
+      const pkg = packageOf(input);
+      if (pkg) {
+        components[`npm:${pkg.name}`] = pkg.version;
+      } else {
+        components[input.split(sep).join('/')] = sha256Hex(readFileSync(join(REPO_ROOT, input)));
+      }
+    }
+    return fromComponents(components, salt);
+  });
 }
 
 /** Code version of a Batch job folder plus the common files every job image copies in. */
 export function jobCodeVersion(jobDir: string, salt?: string): CodeVersion {
-  const memoKey = `job:${jobDir}:${salt ?? ''}`;
-  const cached = memo.get(memoKey);
-  if (cached) return cached;
-  const components: Record<string, string> = {};
-  for (const dir of [jobDir, join(REPO_ROOT, 'batch-jobs', 'common')]) {
-    for (const file of listFiles(dir)) {
-      components[relative(REPO_ROOT, file).split(sep).join('/')] = sha256Hex(readFileSync(file));
-    }
-  }
-  const version = fromComponents(components, salt);
-  memo.set(memoKey, version);
-  return version;
+  return memoized(`job:${jobDir}:${salt ?? ''}`, () => fromComponents(folderComponents([jobDir, join(REPO_ROOT, 'batch-jobs', 'common')]), salt));
 }
 
 /**
@@ -91,15 +77,25 @@ export function jobCodeVersion(jobDir: string, salt?: string): CodeVersion {
  * its folder (the Dockerfile, the build script). batch-jobs/common is Python and not part of it.
  */
 export function nodeJobCodeVersion(jobDir: string, entry: string, salt?: string): CodeVersion {
-  const memoKey = `node-job:${jobDir}:${entry}:${salt ?? ''}`;
-  const cached = memo.get(memoKey);
-  if (cached) return cached;
-  const components: Record<string, string> = { ...handlerCodeVersion(entry).components };
-  for (const file of listFiles(jobDir)) {
-    components[relative(REPO_ROOT, file).split(sep).join('/')] = sha256Hex(readFileSync(file));
+  return memoized(`node-job:${jobDir}:${entry}:${salt ?? ''}`, () =>
+    fromComponents({ ...handlerCodeVersion(entry).components, ...folderComponents([jobDir]) }, salt),
+  );
+}
+
+/** The sha256 of every file in these folders, by repository-relative path. */
+function folderComponents(dirs: readonly string[]): Record<string, string> {
+  const components: Record<string, string> = {};
+  for (const dir of dirs) {
+    for (const file of listFiles(dir)) components[relative(REPO_ROOT, file).split(sep).join('/')] = sha256Hex(readFileSync(file));
   }
-  const version = fromComponents(components, salt);
-  memo.set(memoKey, version);
+  return components;
+}
+
+function memoized(key: string, compute: () => CodeVersion): CodeVersion {
+  const cached = memo.get(key);
+  if (cached) return cached;
+  const version = compute();
+  memo.set(key, version);
   return version;
 }
 

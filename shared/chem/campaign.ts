@@ -11,13 +11,14 @@
  */
 import { z } from 'zod';
 import { readObjectBytes } from '../clients/aws.ts';
+import { APPROVAL_ITEMS_PREFIX } from '../approval.ts';
 import { ConfigError, PipelineError } from '../errors.ts';
 import { jobFailureText } from '../job.ts';
 import { canonicalJson, sha256Hex } from '../json.ts';
 import { parseOrThrow } from '../schema.ts';
 import {
-  campaignSummary, currentRound, newCampaign, proposeRound, recordRound, toMeasure, withKnownResults,
-  type Campaign, type CampaignSettings, type Decision, type OracleResult,
+  armCounts, campaignSummary, currentRound, newCampaign, proposeRound, recordRound, toMeasure, withKnownResults,
+  CampaignSettings, type Campaign, type Decision, type OracleResult,
 } from './discovery.ts';
 import { buildDefaultPool, moleculeSvg, morganFingerprint, parsePoolFile, type PoolResult } from './pool.ts';
 import {
@@ -88,7 +89,9 @@ export async function loadOrBuildPool(ctx: StoreContext, spec: PoolSpec): Promis
 }
 
 /** Step 1: the pool and a campaign whose round 0 (the random sample) is pending. */
-export async function prepareCampaign(ctx: StoreContext, spec: PoolSpec, settings: CampaignSettings) {
+export async function prepareCampaign(ctx: StoreContext, spec: PoolSpec, input: unknown) {
+  // Checked before the pool is built or read: bad settings cost nothing.
+  const settings = parseOrThrow(CampaignSettings, input, 'settings');
   const pool = await loadOrBuildPool(ctx, parseOrThrow(PoolSpec, spec, 'config.pool'));
   const size = pool.doc.smiles.length;
   const campaign = newCampaign(
@@ -152,8 +155,7 @@ export async function proposeStep(ctx: OracleContext, campaignUri: string, optio
       parallel: opts.parallel,
     });
   }
-  const counts = { sample: 0, exploit: 0, explore: 0, random: 0 };
-  for (const item of measure) counts[item.arm] += 1;
+  const counts = armCounts(measure);
   let itemsUri: string | null = null;
   if (measure.length) {
     const items = [];
@@ -175,7 +177,7 @@ export async function proposeStep(ctx: OracleContext, campaignUri: string, optio
       ],
       items,
     };
-    itemsUri = (await writeContentAddressed(ctx.bucket, `approvals/${ctx.pipeline}/`, doc)).uri;
+    itemsUri = (await writeContentAddressed(ctx.bucket, `${APPROVAL_ITEMS_PREFIX}${ctx.pipeline}/`, doc)).uri;
   }
   const best = measure.filter((m) => m.predicted).sort((a, b) => a.predicted!.mean - b.predicted!.mean)[0];
   return {

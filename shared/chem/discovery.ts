@@ -12,6 +12,7 @@
  * here take one document and return the next.
  */
 import { z } from 'zod';
+import { quantile } from '../stats.ts';
 import { ConfigError, PipelineError } from '../errors.ts';
 import { seededRandom } from '../random.ts';
 import { parseOrThrow } from '../schema.ts';
@@ -140,12 +141,7 @@ export const Campaign = z
   .strict();
 export type Campaign = z.infer<typeof Campaign>;
 
-export class CampaignError extends PipelineError {
-  constructor(message: string) {
-    super(message);
-    this.name = 'CampaignError';
-  }
-}
+export class CampaignError extends PipelineError {}
 
 export function parseCampaign(value: unknown): Campaign {
   return parseOrThrow(Campaign, value, 'campaign');
@@ -259,17 +255,17 @@ export function toMeasure(campaign: Campaign): PendingItem[] {
   return campaign.pending?.items.filter((item) => !item.known) ?? [];
 }
 
-/** Interpolated quantile (type 7) of sorted values, q in [0, 1]. */
-export function quantile(sorted: readonly number[], q: number): number {
-  if (sorted.length === 0) throw new ConfigError('values', sorted, 'must not be empty');
-  const h = (sorted.length - 1) * q;
-  const lo = Math.floor(h);
-  const hi = Math.min(lo + 1, sorted.length - 1);
-  return sorted[lo]! + (h - lo) * (sorted[hi]! - sorted[lo]!);
-}
+export { quantile };
 
 function zeroCounts(): ArmCounts {
   return { sample: 0, exploit: 0, explore: 0, random: 0 };
+}
+
+/** How many of these items (picks or measurements) each arm has. */
+export function armCounts(items: readonly { arm: keyof ArmCounts }[]): ArmCounts {
+  const counts = zeroCounts();
+  for (const item of items) counts[item.arm] += 1;
+  return counts;
 }
 
 function calibrationOf(ms: readonly Measurement[]): z.infer<typeof Calibration> | undefined {
@@ -301,8 +297,7 @@ export function recordRound(campaign: Campaign, decision: Decision, results: Rea
   const pending = campaign.pending;
   if (!pending) throw new CampaignError('no pending round to record');
   const round = pending.round;
-  const proposed = zeroCounts();
-  for (const item of pending.items) proposed[item.arm] += 1;
+  const proposed = armCounts(pending.items);
   if (decision === 'rejected' || decision === 'timedOut') {
     const measuredNone: RoundRecord = { round, decision, proposed, measured: 0, failed: 0, fromCache: 0, hits: zeroCounts() };
     return { ...campaign, pending: undefined, rounds: [...campaign.rounds, measuredNone], stopped: { reason: decision, round } };
@@ -323,8 +318,7 @@ export function recordRound(campaign: Campaign, decision: Decision, results: Rea
     threshold = { gap, hitPercent: campaign.settings.hitPercent, basePercent: (100 * below) / gaps.length, sampleMeasured: gaps.length };
   }
   const next: Campaign = { ...campaign, threshold, pending: undefined, measurements: [...campaign.measurements, ...added] };
-  const hits = zeroCounts();
-  for (const m of added) if (isHit(next, m)) hits[m.arm] += 1;
+  const hits = armCounts(added.filter((m) => isHit(next, m)));
   const calibration = calibrationOf(added);
   const calibrationRandom = calibrationOf(added.filter((m) => m.arm === 'random'));
   const record: RoundRecord = {

@@ -6,6 +6,7 @@
  * SVG here and molecule drawings are data-URI images, so the page needs no network.
  */
 import type { TopLevelSpec } from 'vega-lite';
+import { svgDataUri } from '../approval-page.ts';
 import { escapeHtml, svgOf } from '../charts.ts';
 import { campaignSummary, hitCurves, isHit, type Campaign, type Measurement } from './discovery.ts';
 import { moleculeSvg } from './pool.ts';
@@ -69,7 +70,7 @@ const fixed = (x: number | null | undefined, digits = 3) => (x == null ? '–' :
 
 async function drawing(smiles: string): Promise<string> {
   const svg = await moleculeSvg(smiles, { width: 200, height: 150 });
-  return `<img alt="${escapeHtml(smiles)}" width="200" height="150" src="data:image/svg+xml;base64,${Buffer.from(svg).toString('base64')}">`;
+  return `<img alt="${escapeHtml(smiles)}" width="200" height="150" src="${svgDataUri(svg)}">`;
 }
 
 /** The molecules with the lowest measured gaps, best first. */

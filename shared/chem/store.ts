@@ -11,7 +11,7 @@ import { BatchGetCommand, BatchWriteCommand, type BatchGetCommandOutput, type Ba
 import { z } from 'zod';
 import { dynamoClient, readObjectBytes, s3Client } from '../clients/aws.ts';
 import { parseJsonBytes, readContentAddressed, writeContentAddressed, writeFile, type S3Written } from '../documents.ts';
-import { ConfigError, PipelineError } from '../errors.ts';
+import { ConfigError, errorName, PipelineError } from '../errors.ts';
 import { canonicalJson, sha256Hex } from '../json.ts';
 import { parseOrThrow } from '../schema.ts';
 import { oracleKey } from '../table.ts';
@@ -25,7 +25,7 @@ export async function exists(bucket: string, key: string): Promise<boolean> {
     return true;
   } catch (error) {
     const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
-    if (status === 404 || (error as Error).name === 'NotFound' || (error as Error).name === 'NoSuchKey') return false;
+    if (status === 404 || ['NotFound', 'NoSuchKey'].includes(errorName(error))) return false;
     throw error;
   }
 }
@@ -107,22 +107,32 @@ export function oracleVersion(jobCodeVersion: string, settings: XtbSettings): st
 type Known = Omit<OracleResult, 'cached'>;
 const CachedResult = z.object({ ok: z.boolean(), gap: z.number().optional(), reason: z.string().optional(), attempts: z.int().optional(), seconds: z.number() });
 
+/**
+ * One BatchGetItem or BatchWriteItem request and its retries: `send` returns what DynamoDB left
+ * unprocessed, which is sent again after an exponential pause, at most 8 times.
+ */
+async function untilProcessed<T>(initial: T[], what: string, send: (batch: T[]) => Promise<T[] | undefined>): Promise<void> {
+  let pending: T[] | undefined = initial;
+  for (let attempt = 0; pending?.length; attempt++) {
+    if (attempt > 8) throw new PipelineError(`oracle cache: ${pending.length} ${what} still unprocessed after ${attempt} attempts`);
+    if (attempt) await new Promise((r) => setTimeout(r, 50 * 2 ** attempt));
+    pending = await send(pending);
+  }
+}
+
 /** Earlier results for these SMILES under this oracle version (BatchGetItem, 100 keys a call). */
 export async function lookupOracle(table: string, version: string, smiles: readonly string[]): Promise<Map<string, Known>> {
   const found = new Map<string, Known>();
   const unique = [...new Set(smiles)];
   for (let i = 0; i < unique.length; i += 100) {
-    let keys: Record<string, unknown>[] | undefined = unique.slice(i, i + 100).map((s) => oracleKey(version, s));
-    for (let attempt = 0; keys?.length; attempt++) {
-      if (attempt > 8) throw new PipelineError(`oracle cache: ${keys.length} keys still unprocessed after ${attempt} attempts`);
-      if (attempt) await new Promise((r) => setTimeout(r, 50 * 2 ** attempt));
+    await untilProcessed<Record<string, unknown>>(unique.slice(i, i + 100).map((s) => oracleKey(version, s)), 'keys', async (keys) => {
       const out: BatchGetCommandOutput = await dynamoClient().send(new BatchGetCommand({ RequestItems: { [table]: { Keys: keys, ConsistentRead: true } } }));
       for (const item of out.Responses?.[table] ?? []) {
         const parsed = CachedResult.safeParse(item);
         if (parsed.success) found.set(String(item.sk), parsed.data);
       }
-      keys = out.UnprocessedKeys?.[table]?.Keys;
-    }
+      return out.UnprocessedKeys?.[table]?.Keys;
+    });
   }
   return found;
 }
@@ -137,7 +147,7 @@ export async function storeOracle(
   const fresh = results.filter((r) => !r.result.cached);
   const now = new Date().toISOString();
   for (let i = 0; i < fresh.length; i += 25) {
-    let requests: Record<string, unknown>[] | undefined = fresh.slice(i, i + 25).map(({ smiles, result }) => ({
+    const requests = fresh.slice(i, i + 25).map(({ smiles, result }) => ({
       PutRequest: {
         Item: {
           ...oracleKey(version, smiles),
@@ -151,12 +161,10 @@ export async function storeOracle(
         },
       },
     }));
-    for (let attempt = 0; requests?.length; attempt++) {
-      if (attempt > 8) throw new PipelineError(`oracle cache: ${requests.length} writes still unprocessed after ${attempt} attempts`);
-      if (attempt) await new Promise((r) => setTimeout(r, 50 * 2 ** attempt));
-      const out: BatchWriteCommandOutput = await dynamoClient().send(new BatchWriteCommand({ RequestItems: { [table]: requests as never } }));
-      requests = out.UnprocessedItems?.[table] as Record<string, unknown>[] | undefined;
-    }
+    await untilProcessed<Record<string, unknown>>(requests, 'writes', async (batch) => {
+      const out: BatchWriteCommandOutput = await dynamoClient().send(new BatchWriteCommand({ RequestItems: { [table]: batch as never } }));
+      return out.UnprocessedItems?.[table] as Record<string, unknown>[] | undefined;
+    });
   }
   return fresh.length;
 }

@@ -8,6 +8,7 @@
  */
 import { z } from 'zod';
 import { readObjectBytes } from '../clients/aws.ts';
+import { errorName } from '../errors.ts';
 import { jobFailureText } from '../job.ts';
 import { MAX_POLICY_BYTES, gradePolicy, PolicyFormatError } from '../mountaincar.ts';
 import { parseOrThrow } from '../schema.ts';
@@ -116,7 +117,7 @@ async function readTrainingLog(uri: string | undefined): Promise<{ curve?: Curve
   try {
     return trainingLogOf(await readObjectBytes(uri, 'curvesUri'));
   } catch (error) {
-    if ((error as Error).name === 'NoSuchKey') return {};
+    if (errorName(error) === 'NoSuchKey') return {};
     throw error;
   }
 }
@@ -129,7 +130,7 @@ export async function gradeSeed(input: unknown): Promise<SeedResult> {
   try {
     bytes = await readObjectBytes(request.policyUri, 'policyUri');
   } catch (error) {
-    if ((error as Error).name === 'NoSuchKey') return { seed, success: null, episodes: 0, failure: 'no policy.json: the job handed back no policy' };
+    if (errorName(error) === 'NoSuchKey') return { seed, success: null, episodes: 0, failure: 'no policy.json: the job handed back no policy' };
     throw error;
   }
   const log = await readTrainingLog(request.curvesUri);

@@ -14,15 +14,8 @@ const ctx = { bucket: requireEnv(ENV.bucket), pipeline: requireEnv(ENV.pipeline)
 const Event = z
   .object({
     pool: z.unknown(),
-    settings: z.object({
-      sampleSize: z.int(),
-      rounds: z.int(),
-      batchSize: z.int(),
-      explorationFraction: z.number(),
-      hitPercent: z.number(),
-      acquisition: z.enum(['ei', 'lcb']),
-      seed: z.int(),
-    }),
+    /** Checked by prepareCampaign (CampaignSettings), which names the field. */
+    settings: z.unknown(),
   })
   .strict();
 
