@@ -222,7 +222,8 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
       io.err(`error: ${e.message}`);
       return 1;
     }
-    io.err(`error: ${e.name}: ${e.message}`);
+    // A plain Error's name adds nothing ("Error: Error: ..."); a named one says what kind it is.
+    io.err(e.name && e.name !== 'Error' ? `error: ${e.name}: ${e.message}` : `error: ${e.message}`);
     return 1;
   }
 }

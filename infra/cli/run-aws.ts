@@ -12,9 +12,19 @@ export interface AwsRunOptions {
   readonly pollMs?: number;
 }
 
+/** What --target aws needs before anything else, said the same way for each missing piece. */
+function awsSetupHelp(entry: PipelineEntry): string {
+  return (
+    'configure a region and credentials (aws configure, or AWS_PROFILE / AWS_REGION), and deploy ' +
+    `the stack first: npm run deploy -- FrontierPlatform ${entry.stackId}`
+  );
+}
+
 /** The state machine ARN of a deployed pipeline stack, or a clear error saying how to deploy it. */
 export async function deployedStateMachine(entry: PipelineEntry, cfn = new CloudFormationClient({})): Promise<string> {
-  const region = await cfn.config.region().catch(() => 'the default region');
+  // The SDK's own words for a missing region are a bare Error("Region is missing").
+  const region = await cfn.config.region().catch(() => undefined);
+  if (!region) throw new MissingDeploymentError(`--target aws: no AWS region is set; ${awsSetupHelp(entry)}`);
   try {
     const out = await cfn.send(new DescribeStacksCommand({ StackName: entry.stackId }));
     const arn = out.Stacks?.[0]?.Outputs?.find((o) => o.OutputKey === STATE_MACHINE_OUTPUT)?.OutputValue;
@@ -27,7 +37,7 @@ export async function deployedStateMachine(entry: PipelineEntry, cfn = new Cloud
       throw new MissingDeploymentError(`pipeline ${entry.name} is not deployed in ${region} (no stack ${entry.stackId}); deploy it with: npx cdk deploy ${entry.stackId}`);
     }
     if (e.name === 'CredentialsProviderError') {
-      throw new MissingDeploymentError(`no AWS credentials found; configure them (aws configure, AWS_PROFILE) before --target aws`);
+      throw new MissingDeploymentError(`--target aws: no AWS credentials were found for ${region}; ${awsSetupHelp(entry)}`);
     }
     throw error;
   }

@@ -4,6 +4,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +17,7 @@ import { waitFor } from '../support/runtime.ts';
 import { runAws } from '#infra/cli/run-aws.ts';
 import { pipelineNamed, resolveConfig } from '#infra/cli/config.ts';
 import { diffJson } from '#infra/cli/cache-explain.ts';
+import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 
 function capture() {
   const out: string[] = [];
@@ -114,12 +116,88 @@ describe('cli: errors', () => {
   });
 });
 
+describe('cli: as a person runs it (npx, from a shell)', () => {
+  // A shell's PATH, without the node_modules/.bin that npm test puts first: there the system Node
+  // runs npm (20 on these machines), and npm warned EBADENGINE (ten lines) on every npx while the
+  // project's engines said >=22. The project's own code runs on the node@22 package either way.
+  const shellPath = (process.env.PATH ?? '').split(':').filter((dir) => !dir.includes('node_modules')).join(':');
+
+  it('the engines field admits the system Node, in package.json and in the lockfile alike', () => {
+    const manifest = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8'));
+    const lock = JSON.parse(readFileSync(join(REPO_ROOT, 'package-lock.json'), 'utf8'));
+    assert.deepEqual(lock.packages[''].engines, manifest.engines, 'npm warns from the lockfile\'s copy');
+    const range = /^>=(\d+)$/.exec(manifest.engines.node);
+    assert.ok(range, `engines.node: expected ">=N" (got ${manifest.engines.node})`);
+    const system = spawnSync('node', ['--version'], { env: { ...process.env, PATH: shellPath }, encoding: 'utf8' });
+    const major = Number(/^v(\d+)/.exec(system.stdout)?.[1]);
+    assert.ok(major >= Number(range[1]), `the system Node ${system.stdout.trim()} is outside engines ${manifest.engines.node}`);
+    assert.ok(Number(range[1]) <= 20, 'the README promises any system Node that runs npm (20 and later)');
+  });
+
+  it('`npx frontier pipelines` starts with the command\'s own output, whatever the system Node is', () => {
+    const result = spawnSync('npx', ['--no-install', 'frontier', 'pipelines'], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, PATH: shellPath, NODE_OPTIONS: '' },
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    assert.equal(result.status, 0, result.stderr);
+    assert.equal(result.stderr, '');
+    assert.match(result.stdout, /^selfplay +stack SelfPlayLeague/);
+  });
+});
+
 describe('cli: --target aws', () => {
   const cfn = mockClient(CloudFormationClient);
   const sfn = mockClient(SFNClient);
+  // The region comes from the environment or ~/.aws/config; each test sets the one it needs.
+  const saved = { AWS_REGION: process.env.AWS_REGION, AWS_DEFAULT_REGION: process.env.AWS_DEFAULT_REGION, AWS_PROFILE: process.env.AWS_PROFILE, AWS_CONFIG_FILE: process.env.AWS_CONFIG_FILE };
+  before(() => {
+    delete process.env.AWS_DEFAULT_REGION;
+    delete process.env.AWS_PROFILE;
+    process.env.AWS_CONFIG_FILE = join(tmpdir(), 'fp-no-aws-config');
+    process.env.AWS_REGION = 'eu-west-1';
+  });
   after(() => {
     cfn.restore();
     sfn.restore();
+    for (const [key, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[key];
+      else process.env[key] = value;
+    }
+  });
+
+  it('no region says what is missing and what to do, without "Error: Error:"', async () => {
+    cfn.reset();
+    delete process.env.AWS_REGION;
+    try {
+      const c = capture();
+      assert.equal(await main(['run', 'selfplay', '--target', 'aws'], c.io), 1);
+      assert.match(c.text(), /^error: --target aws: no AWS region is set; configure a region and credentials \(aws configure, or AWS_PROFILE \/ AWS_REGION\), and deploy the stack first: npm run deploy -- FrontierPlatform SelfPlayLeague$/);
+      assert.doesNotMatch(c.text(), /Error: Error/);
+      assert.equal(cfn.calls().length, 0, 'nothing is asked of AWS without a region');
+    } finally {
+      process.env.AWS_REGION = 'eu-west-1';
+    }
+  });
+
+  it('no credentials names the region and says what to do', async () => {
+    cfn.reset();
+    cfn.on(DescribeStacksCommand).rejects(Object.assign(new Error('Could not load credentials from any providers'), { name: 'CredentialsProviderError' }));
+    const c = capture();
+    assert.equal(await main(['run', 'selfplay', '--target', 'aws'], c.io), 1);
+    assert.match(c.text(), /^error: --target aws: no AWS credentials were found for eu-west-1; configure .* npm run deploy -- FrontierPlatform SelfPlayLeague$/);
+  });
+
+  it('an unexpected plain Error is printed once, a named one with its name', async () => {
+    cfn.reset();
+    cfn.on(DescribeStacksCommand).rejectsOnce(new Error('socket hang up')).rejectsOnce(Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' }));
+    const plain = capture();
+    assert.equal(await main(['run', 'probe', '--target', 'aws'], plain.io), 1);
+    assert.equal(plain.text(), 'error: socket hang up');
+    const named = capture();
+    assert.equal(await main(['run', 'probe', '--target', 'aws'], named.io), 1);
+    assert.equal(named.text(), 'error: ThrottlingException: Rate exceeded');
   });
 
   it('a missing deployment says which stack to deploy', async () => {
