@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import { MAX_TRAIN_TIMEOUT_SECONDS, MIN_TRAIN_TIMEOUT_SECONDS } from '#shared/reward/loop.ts';
+import { DEFAULT_CLAUDE_MODEL } from '#shared/clients/anthropic.ts';
 import { MAX_SOURCE_CHARS } from '#shared/reward/propose.ts';
 
 const seeds = (max: number) => z.array(z.int().min(0).max(2 ** 31 - 1)).min(1).max(max);
@@ -23,8 +24,8 @@ export const RewardsConfig = z
     generations: z.int().min(1).max(10).default(4),
     /** Reward functions Claude writes per generation. */
     candidates: z.int().min(1).max(16).default(6),
-    /** The Claude model id. */
-    model: z.string().min(1).default('claude-sonnet-4-5'),
+    /** The Claude model id (default: DEFAULT_CLAUDE_MODEL, one the pinned SDK does not list as deprecated). */
+    model: z.string().min(1).default(DEFAULT_CLAUDE_MODEL),
     /** Evaluate these reward functions instead of asking Claude (one generation); no API key needed. */
     rewardFiles: z.array(RewardFile).min(1).max(16).optional(),
     /** Every candidate trains once per seed. */
