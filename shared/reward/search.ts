@@ -99,14 +99,27 @@ export function summarize(candidate: CandidateResult): Ranked {
 }
 
 /**
+ * Means and spreads closer than this are a tie. Success rates are counts over at most
+ * 10,000 episodes, so two different means differ by at least 1e-5 over 10 seeds; the same
+ * rates summed in another order differ by an ulp or two (0.1 + 0.2 + 0.3 is not 0.3 + 0.2 + 0.1).
+ */
+export const RANK_TIE = 1e-9;
+
+/** b - a, or 0 when they are within RANK_TIE: a comparison that rounding cannot decide. */
+function beyondTie(a: number, b: number): number {
+  return Math.abs(b - a) > RANK_TIE ? b - a : 0;
+}
+
+/**
  * Best first: mean success, then fewer failed seeds, then lower spread, then earlier generation
- * and name (a stable order, so a rerun names the same winner).
+ * and name (a stable order, so a rerun names the same winner). Means and spreads within RANK_TIE
+ * tie, so the order of a candidate's seeds never decides on rounding alone.
  */
 export function rank(candidates: readonly CandidateResult[]): Ranked[] {
   if (!candidates.length) throw new ConfigError('candidates', candidates, 'must not be empty');
   return candidates
     .map(summarize)
-    .sort((a, b) => b.mean - a.mean || a.failedSeeds - b.failedSeeds || a.std - b.std || a.generation - b.generation || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    .sort((a, b) => beyondTie(a.mean, b.mean) || a.failedSeeds - b.failedSeeds || beyondTie(b.std, a.std) || a.generation - b.generation || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
 /**

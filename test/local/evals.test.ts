@@ -93,9 +93,16 @@ describe('evaluate every checkpoint (test size)', () => {
     assert.ok(acc('arithmetic', 0) < 0.05, `base model on arithmetic ${acc('arithmetic', 0)}`);
     assert.ok(acc('arithmetic', first) < 0.05, `first checkpoint ${acc('arithmetic', first)}`);
     assert.ok(acc('arithmetic', last) >= 0.6, `last checkpoint ${acc('arithmetic', last)}`);
-    assert.ok(acc('arithmetic', last) - acc('arithmetic', first) >= 0.2);
+    // Accuracies are counts over 100 questions, each a rounded multiple of 0.01; the difference
+    // of two is off by ~1e-16, which would decide a comparison that lands on its boundary (a gain
+    // of exactly 20 points: 0.6 - 0.4 is 0.19999999999999996). Which counts a run gets depends on
+    // PyTorch's kernels on this CPU, so the boundary can come up: EPS, far below one question,
+    // takes the rounding out. (A single accuracy against a literal needs none: both are the
+    // correctly rounded k/100.)
+    const EPS = 1e-9;
+    assert.ok(acc('arithmetic', last) - acc('arithmetic', first) >= 0.2 - EPS);
     assert.ok(acc('reversal', 0) >= 0.8, `base model on reversal ${acc('reversal', 0)}`);
-    assert.ok(acc('reversal', last) < acc('reversal', 0) - 0.02, 'reversal falls during fine-tuning');
+    assert.ok(acc('reversal', 0) - acc('reversal', last) > 0.02 + EPS, 'reversal falls during fine-tuning');
     assert.equal(board.decision.verdicts.length, checkpointSteps.length);
     for (const v of board.decision.verdicts.slice(1)) assert.match(v.reason, /^(passed|failed): reversal/);
     const passed = board.decision.verdicts.filter((v) => v.reason.startsWith('passed'));

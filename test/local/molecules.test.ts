@@ -182,6 +182,7 @@ describe('molecular discovery on the embedded runtime (test size)', () => {
     assert.equal(campaignSummary(campaign).oracleCalls, 0);
     assert.deepEqual(campaign.rounds.map((r) => r.decision), ['nothingToMeasure', 'nothingToMeasure', 'nothingToMeasure']);
     const first = await readCampaign((cold.record.output as RunOutput).campaignUri);
+    // Exact: the rerun's gaps are the cold run's, read back from the oracle cache (a JSON round trip).
     assert.deepEqual(
       campaign.measurements.map((m) => [m.smiles, m.result.gap]),
       first.measurements.map((m) => [m.smiles, m.result.gap]),

@@ -58,6 +58,8 @@ describe('self-play league on the embedded runtime (test size)', () => {
     const elo = new Map(out.ratings.map((r) => [r.id, r.elo]));
     assert.equal(elo.get('random'), 0);
     assert.ok(elo.get(out.champion)! > elo.get('gen-1')! || out.champion === 'gen-1', `champion ${out.champion} above gen-1: ${JSON.stringify(out.ratings)}`);
+    // Learning claims, not fixtures: every number here was computed on this machine (PyTorch's and
+    // onnxruntime's CPU-chosen kernels), so no other machine's last bits are compared.
     assert.ok(elo.get(`gen-${config.generations}`)! > elo.get('gen-1')!, `the last generation is rated above the first: ${JSON.stringify(out.ratings)}`);
     assert.ok(Number(out.metrics.greedyVsRandom) >= 0.9, `champion greedy vs random ${out.metrics.greedyVsRandom}`);
 
@@ -99,6 +101,7 @@ describe('self-play league on the embedded runtime (test size)', () => {
     const warm = await runtime.startExecution(SELFPLAY_PIPELINE, { config }).done;
     assert.equal(warm.status, 'SUCCEEDED', warm.cause);
     assert.equal(runtime.counters().batchJobs - jobsBefore, 0);
+    // Exact: the same match results from the cache, fitted by the same code on the same machine.
     assert.deepEqual((warm.output as LeagueOutput).ratings, (cold.output as LeagueOutput).ratings);
     // Only the league bookkeeping Lambdas ran: start, plan and elo per generation.
     assert.equal(runtime.counters().lambdaInvocations - invocationsBefore, 1 + 2 * config.generations);
@@ -134,7 +137,8 @@ describe('self-play league on the embedded runtime (test size)', () => {
     assert.equal(brokenLeague.failures[0]!.error, 'InvalidPolicyModel');
     assert.equal(runtime.counters().batchJobs, jobs, 'no training reran');
 
-    // Repaired: the next run replays that one pair and comes back to the cold run's league.
+    // Repaired: the next run replays that one pair and comes back to the cold run's league (the
+    // same model, seed and onnxruntime on this machine give the same games, bit for bit).
     await s3Client().send(new PutObjectCommand({ ...onnx, Body: good }));
     const invocations = runtime.counters().lambdaInvocations;
     const repaired = await runtime.startExecution(SELFPLAY_PIPELINE, { config }).done;

@@ -42,7 +42,11 @@ const versions = new Map<number, Record<string, unknown>>();
 
 let dir: string;
 let model: (file: string) => Buffer;
-/** column_policy.onnx: its logits rank the columns 3, 0, 6, 1, 5, 2, 4 whatever the board. */
+/**
+ * column_policy.onnx: its logits rank the columns 3, 0, 6, 1, 5, 2, 4 whatever the board. Its
+ * weights are all 0, so onnxruntime returns its float32 biases exactly on every CPU, at least 1
+ * apart (make_policy.py checks the gap): the exact moves asserted below cannot depend on rounding.
+ */
 let columnPolicy: OnnxPolicy;
 
 /** Indexes `bytes` as champion version `version` (files under its prefix), as publishArtifact would. */

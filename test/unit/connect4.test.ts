@@ -45,6 +45,7 @@ describe('Connect Four shared vectors', () => {
       assert.deepEqual(game.legalMoves(), v.legal);
       assert.deepEqual(maskToColumns(game.legalMask()), v.legal);
       assert.deepEqual(game.render(), v.board);
+      // Exact: the observation's floats are 0 and 1, written, never computed.
       assert.deepEqual([...game.observation()], expectedObservation(v));
 
       for (let col = 0; col < COLS; col++) {

@@ -3,15 +3,19 @@ import assert from 'node:assert/strict';
 import { expectedScore, fitElo, fitEloPoint, type EloMatch } from '#shared/elo.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { randomInt, sampleBinomial, seededRandom, type Random } from '#shared/random.ts';
+import { assertClose } from '../support/floats.ts';
 
 /** 400 * log10(3): a 75 % score is worth this many Elo points (closed form, two players). */
 const ELO_75_PERCENT = 190.84850188786497;
 
 const match = (a: string, b: string, winsA: number, winsB: number, draws = 0): EloMatch => ({ a, b, winsA, winsB, draws });
 
-function assertClose(actual: number, expected: number, tolerance: number, what: string): void {
-  assert.ok(Math.abs(actual - expected) <= tolerance, `${what}: ${actual} is not within ${tolerance} of ${expected}`);
-}
+// Tolerances here are of two kinds. Against a closed form or the naive MM fit (another
+// computation of the same number): the Newton solver stops once no rating moves by 1e-7 Elo and
+// converges quadratically, so it ends within ~1e-12 of the exact maximum; what is left is rounding
+// in log10, pow and the sums (relative ~1e-15), so 1e-9 to 1e-6 Elo holds with orders of
+// magnitude to spare (measured: 1e-13 to 1e-11). Against the truth of a simulated league: sampling
+// error, sized from the standard errors stated beside each. Everything here is TypeScript on V8.
 
 /**
  * A simulated match: each game is a draw with probability 4 %, otherwise a win or a loss, with
@@ -75,28 +79,30 @@ function shuffled<T>(items: readonly T[], random: Random): T[] {
 
 describe('expectedScore', () => {
   it('is 3/4 at a gap of 400 log10(3) and 1/2 at no gap', () => {
-    // 1 / (1 + 10^(-log10 3)) = 1 / (1 + 1/3) = 3/4.
-    assertClose(expectedScore(ELO_75_PERCENT, 0), 0.75, 1e-15, 'E(190.85, 0)');
+    // 1 / (1 + 10^(-log10 3)) = 1 / (1 + 1/3) = 3/4. pow and the rounded log10 are each within
+    // an ulp or so, so E is a few ulps (each 1.1e-16 here) from 3/4 at most: 1e-15.
+    assertClose(expectedScore(ELO_75_PERCENT, 0), 0.75, { abs: 1e-15 }, 'E(190.85, 0)');
+    // Exact: 10^0 is exactly 1 in every pow, and 1 / (1 + 1) is an exact division.
     assert.equal(expectedScore(123, 123), 0.5);
-    // 400 points: 1 / (1 + 10^-1) = 10/11.
-    assertClose(expectedScore(400, 0), 10 / 11, 1e-15, 'E(400, 0)');
+    // 400 points: 1 / (1 + 10^-1) = 10/11, pow within an ulp of 0.1, as above.
+    assertClose(expectedScore(400, 0), 10 / 11, { abs: 1e-15 }, 'E(400, 0)');
   });
 });
 
 describe('fitEloPoint: closed forms', () => {
   it('two players, 300 wins of 400 against the anchor: 400 log10(300/100) = 190.85', () => {
     const fit = fitEloPoint({ players: ['A', 'B'], anchor: 'B', matches: [match('A', 'B', 300, 100)] });
-    assertClose(fit.elo.A!, ELO_75_PERCENT, 1e-9, 'A');
+    assertClose(fit.elo.A!, ELO_75_PERCENT, { abs: 1e-9 }, 'A');
     assert.ok(Object.is(fit.elo.B, 0));
     assert.equal(fit.converged, true);
     assert.deepEqual(fit.regularised, []);
     // ln L = 300 ln(3/4) + 100 ln(1/4) = 300 * -0.287682 + 100 * -1.386294 = -224.934.
-    assertClose(fit.logLikelihood, 300 * Math.log(0.75) + 100 * Math.log(0.25), 1e-9, 'logLikelihood');
+    assertClose(fit.logLikelihood, 300 * Math.log(0.75) + 100 * Math.log(0.25), { abs: 1e-9 }, 'logLikelihood');
   });
 
   it('draws count as half a win: 200 wins + 200 draws of 400 is a 0.75 score, the same 190.85', () => {
     const fit = fitEloPoint({ players: ['A', 'B'], anchor: 'B', matches: [match('A', 'B', 200, 0, 200)] });
-    assertClose(fit.elo.A!, ELO_75_PERCENT, 1e-9, 'A');
+    assertClose(fit.elo.A!, ELO_75_PERCENT, { abs: 1e-9 }, 'A');
     assert.deepEqual(fit.regularised, [], 'B drew, so B scored: the estimate exists without a prior');
   });
 
@@ -109,9 +115,9 @@ describe('fitEloPoint: closed forms', () => {
       anchor: 'random',
       matches: [match('random', 'tactical', 100, 300), match('gen-1', 'tactical', 240, 160)],
     });
-    assertClose(fit.elo.tactical!, ELO_75_PERCENT, 1e-9, 'tactical');
-    assertClose(fit.elo['gen-1']!, ELO_75_PERCENT + 400 * Math.log10(1.5), 1e-9, 'gen-1');
-    assertClose(fit.elo['gen-1']!, 261.28500551, 1e-6, 'gen-1 by hand');
+    assertClose(fit.elo.tactical!, ELO_75_PERCENT, { abs: 1e-9 }, 'tactical');
+    assertClose(fit.elo['gen-1']!, ELO_75_PERCENT + 400 * Math.log10(1.5), { abs: 1e-9 }, 'gen-1');
+    assertClose(fit.elo['gen-1']!, 261.28500551, { abs: 1e-6 }, 'gen-1 by hand'); // the literal's 8 decimals
   });
 
   it('agrees with a naive MM fit and satisfies the score equations on a full round robin', () => {
@@ -120,7 +126,8 @@ describe('fitEloPoint: closed forms', () => {
     const matches = roundRobin(seededRandom(11), truth, 400);
     const fit = fitEloPoint({ players, anchor: 'random', matches });
     const naive = naiveMmFit(players, matches, 'random');
-    for (const id of players) assertClose(fit.elo[id]!, naive[id]!, 1e-6, id);
+    // Two algorithms: MM converges only linearly, but 20,000 rounds leave it ~1e-13 off.
+    for (const id of players) assertClose(fit.elo[id]!, naive[id]!, { abs: 1e-6 }, id);
     // At the maximum, every player's expected total score equals its actual total score.
     for (const id of players.filter((p) => p !== 'random')) {
       let actual = 0;
@@ -135,7 +142,9 @@ describe('fitEloPoint: closed forms', () => {
           expected += n * expectedScore(fit.elo[id]!, fit.elo[m.a]!);
         }
       }
-      assertClose(expected, actual, 1e-7, `score equation for ${id}`);
+      // Sums of up to 1,600 games' expected scores: rounding ~1e-13, and the fit's own error
+      // moves them by ~0.6 points per Elo: 1e-7 is far above both.
+      assertClose(expected, actual, { abs: 1e-7 }, `score equation for ${id}`);
     }
   });
 });
@@ -155,7 +164,7 @@ describe('fitElo: recovering known ratings', () => {
     for (const rating of fit.ratings) {
       const expected = truth[rating.id as keyof typeof truth];
       // The standard error here is about 5 points (three matches of 4,000 games each).
-      assertClose(rating.elo, expected, 20, rating.id);
+      assertClose(rating.elo, expected, { abs: 20 }, rating.id);
       assert.ok(rating.low <= expected && expected <= rating.high, `${rating.id}: ${expected} outside [${rating.low}, ${rating.high}]`);
       assert.ok(rating.low <= rating.elo && rating.elo <= rating.high, `${rating.id}: estimate outside its interval`);
       assert.equal(rating.games, 12_000);
@@ -185,7 +194,7 @@ describe('fitElo: recovering known ratings', () => {
     // 2 * 1.96 * 20.06 = 78.6 points.
     const fit = fitElo({ players: ['A', 'B'], anchor: 'B', matches: [match('A', 'B', 300, 100)] }, { bootstrapSamples: 2000 });
     const a = fit.ratings[0]!;
-    assertClose(a.high - a.low, 78.6, 6, 'interval width');
+    assertClose(a.high - a.low, 78.6, { abs: 6 }, 'interval width');
     assert.ok(a.low < ELO_75_PERCENT && ELO_75_PERCENT < a.high);
   });
 });
@@ -203,11 +212,14 @@ describe('fitElo: anchor and invariances', () => {
   it('moves every rating by the same constant when the anchor changes', () => {
     const byRandom = fitEloPoint({ players, anchor: 'random', matches }).elo;
     const byTactical = fitEloPoint({ players, anchor: 'tactical', matches }).elo;
-    assert.equal(byTactical.tactical, 0);
-    for (const id of players) assertClose(byRandom[id]! - byTactical[id]!, byRandom.tactical!, 1e-8, id);
+    assert.equal(byTactical.tactical, 0); // the anchor is set to 0, not computed
+    // Two fits, each within ~1e-12 of its maximum: their differences agree to 1e-8.
+    for (const id of players) assertClose(byRandom[id]! - byTactical[id]!, byRandom.tactical!, { abs: 1e-8 }, id);
   });
 
   it('gives the identical result, intervals included, whatever the order of matches, of players and of a/b', () => {
+    // Bit for bit: fitElo puts players and matches in one canonical order first, so both calls
+    // run the same arithmetic in the same order (one code path).
     const random = seededRandom(8);
     const reordered = shuffled(matches, random).map((m, i) => (i % 2 === 0 ? match(m.b, m.a, m.winsB, m.winsA, m.draws) : m));
     assert.deepEqual(
@@ -218,7 +230,7 @@ describe('fitElo: anchor and invariances', () => {
 
   it('pools several matches between the same pair, and ignores zero-game matches', () => {
     const split = [match('A', 'B', 100, 50), match('B', 'A', 50, 200), match('A', 'B', 0, 0, 0)];
-    assertClose(fitEloPoint({ players: ['A', 'B'], anchor: 'B', matches: split }).elo.A!, ELO_75_PERCENT, 1e-9, 'A');
+    assertClose(fitEloPoint({ players: ['A', 'B'], anchor: 'B', matches: split }).elo.A!, ELO_75_PERCENT, { abs: 1e-9 }, 'A');
     const fit = fitElo({ players: ['A', 'B'], anchor: 'B', matches: split });
     assert.deepEqual(fit.ratings.map((r) => r.games), [400, 400]);
   });
@@ -228,22 +240,23 @@ describe('fitElo: perfect records', () => {
   it('rates a player who won every game with one virtual draw against the anchor: 400 log10(801)', () => {
     // 400 wins + one virtual drawn game: 400.5 of 401, odds 400.5 / 0.5 = 801 -> 1161.45 Elo.
     const fit = fitElo({ players: ['A', 'B'], anchor: 'B', matches: [match('A', 'B', 400, 0)] });
-    assertClose(fit.ratings[0]!.elo, 400 * Math.log10(801), 1e-8, 'A');
+    assertClose(fit.ratings[0]!.elo, 400 * Math.log10(801), { abs: 1e-8 }, 'A');
     assert.deepEqual(fit.regularised, ['A']);
     assert.equal(fit.converged, true);
     assert.ok(Number.isFinite(fit.ratings[0]!.low) && Number.isFinite(fit.ratings[0]!.high));
-    // Every resample is also 400 of 400, so the interval collapses onto the estimate.
-    assertClose(fit.ratings[0]!.high - fit.ratings[0]!.low, 0, 1e-8, 'interval width');
+    // Every resample is also 400 of 400, so the interval collapses onto the estimate (the same
+    // fit every time; the tolerance only spares the test from relying on that).
+    assertClose(fit.ratings[0]!.high - fit.ratings[0]!.low, 0, { abs: 1e-8 }, 'interval width');
     // The virtual game is not a game played.
     assert.equal(fit.ratings[0]!.games, 400);
   });
 
   it('rates a player who lost every game symmetrically below the anchor, and honours virtualDraws', () => {
     const lost = fitEloPoint({ players: ['A', 'B'], anchor: 'B', matches: [match('A', 'B', 0, 400)] });
-    assertClose(lost.elo.A!, -400 * Math.log10(801), 1e-8, 'A');
+    assertClose(lost.elo.A!, -400 * Math.log10(801), { abs: 1e-8 }, 'A');
     // Two virtual draws: 401 of 402, odds 401 -> 400 log10(401) = 1041.3.
     const two = fitEloPoint({ players: ['A', 'B'], anchor: 'B', matches: [match('A', 'B', 400, 0)] }, { virtualDraws: 2 });
-    assertClose(two.elo.A!, 400 * Math.log10(401), 1e-8, 'A with two virtual draws');
+    assertClose(two.elo.A!, 400 * Math.log10(401), { abs: 1e-8 }, 'A with two virtual draws');
   });
 
   it('keeps a league finite when a champion beats everyone, and barely moves the others', () => {
@@ -262,7 +275,7 @@ describe('fitElo: perfect records', () => {
     // standard error here is 173.7 / sqrt(400 * 0.8875 * 0.1125) = 27.5 points.
     const tactical = fit.ratings.find((r) => r.id === 'tactical')!;
     assert.ok(tactical.elo < withoutChampion.elo.tactical!);
-    assertClose(tactical.elo, withoutChampion.elo.tactical!, 3, 'tactical, with and without the champion');
+    assertClose(tactical.elo, withoutChampion.elo.tactical!, { abs: 3 }, 'tactical, with and without the champion');
   });
 
   it('needs no prior when the anchor lost every game but the league is linked through a player who did not', () => {
@@ -324,7 +337,7 @@ describe('fitElo: robustness', () => {
     const players = Array.from({ length: 12 }, (_, i) => `p${String(i).padStart(2, '0')}`);
     const matches = players.slice(1).map((p, i) => match(p, players[i]!, 399, 1));
     const fit = fitEloPoint({ players, anchor: 'p00', matches });
-    assertClose(fit.elo.p11!, 11 * 400 * Math.log10(399), 1e-7, 'p11');
+    assertClose(fit.elo.p11!, 11 * 400 * Math.log10(399), { abs: 1e-7 }, 'p11');
     assert.equal(fit.converged, true);
   });
 });
@@ -380,6 +393,7 @@ describe('fitElo: bootstrap determinism', () => {
   const matches = roundRobin(seededRandom(3), { random: 0, tactical: 470, 'gen-1': 300 }, 400);
 
   it('gives identical intervals for the same seed, and different ones for another seed', () => {
+    // Exact: the same code path on the same input and seed.
     const first = fitElo({ players, anchor: 'random', matches }, { seed: 42 });
     const again = fitElo({ players, anchor: 'random', matches }, { seed: 42 });
     const other = fitElo({ players, anchor: 'random', matches }, { seed: 43 });
@@ -391,7 +405,7 @@ describe('fitElo: bootstrap determinism', () => {
   it('matches the point fit of fitEloPoint', () => {
     const point = fitEloPoint({ players, anchor: 'random', matches });
     const full = fitElo({ players, anchor: 'random', matches }, { bootstrapSamples: 10 });
-    for (const r of full.ratings) assert.equal(r.elo, point.elo[r.id]);
+    for (const r of full.ratings) assert.equal(r.elo, point.elo[r.id]); // fitElo's point fit is fitEloPoint: one code path
     assert.equal(full.logLikelihood, point.logLikelihood);
     assert.equal(full.iterations, point.iterations);
   });
@@ -405,7 +419,7 @@ describe('seededRandom and sampleBinomial (the bootstrap relies on them)', () =>
     assert.notDeepEqual(take(seededRandom(2)), stream);
     assert.ok(stream.every((u) => u >= 0 && u < 1));
     // Mean of 1,000 uniforms: 0.5 with a standard error of 0.0091.
-    assertClose(stream.reduce((x, y) => x + y, 0) / stream.length, 0.5, 0.04, 'mean');
+    assertClose(stream.reduce((x, y) => x + y, 0) / stream.length, 0.5, { abs: 0.04 }, 'mean');
   });
 
   it('draws binomials with the right mean and variance, and the exact edge cases', () => {
@@ -415,14 +429,14 @@ describe('seededRandom and sampleBinomial (the bootstrap relies on them)', () =>
     const draws = Array.from({ length: 20_000 }, () => sampleBinomial(random, 400, 0.3));
     const mean = draws.reduce((x, y) => x + y, 0) / draws.length;
     const variance = draws.reduce((x, y) => x + (y - mean) ** 2, 0) / (draws.length - 1);
-    assertClose(mean, 120, 0.3, 'mean');
-    assertClose(variance, 84, 4, 'variance');
+    assertClose(mean, 120, { abs: 0.3 }, 'mean');
+    assertClose(variance, 84, { abs: 4 }, 'variance');
     assert.ok(draws.every((k) => Number.isInteger(k) && k >= 0 && k <= 400));
     assert.equal(sampleBinomial(random, 400, 0), 0);
     assert.equal(sampleBinomial(random, 400, 1), 400);
     assert.equal(sampleBinomial(random, 0, 0.5), 0);
     // A large n goes through the Stirling branch of ln k!: Binomial(100,000, 0.9), mean 90,000, sd 94.9.
     const large = Array.from({ length: 2000 }, () => sampleBinomial(random, 100_000, 0.9));
-    assertClose(large.reduce((x, y) => x + y, 0) / large.length, 90_000, 10, 'large-n mean');
+    assertClose(large.reduce((x, y) => x + y, 0) / large.length, 90_000, { abs: 10 }, 'large-n mean');
   });
 });

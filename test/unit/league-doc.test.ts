@@ -18,6 +18,7 @@ import {
 } from '#shared/league-doc.ts';
 import { championMetrics, championSummary, eloGapSentence, expectedScore, leagueHeadToHead, leagueReportHtml } from '#shared/league-report.ts';
 import { leagueFixtures } from '../support/league.ts';
+import { assertClose } from '../support/floats.ts';
 import { GAMES_MULTIPLE, SELFPLAY_SIZES, SelfPlayConfig } from '#pipelines/selfplay/config.ts';
 
 const { URI, train, settings, rate, result, generation } = leagueFixtures;
@@ -80,17 +81,21 @@ describe('league report', () => {
   const doc = generation(generation(newLeague(), 1, { random: 90, tactical: 30 }), 2, { random: 95, tactical: 70, 'gen-1': 75 });
 
   it('predicts scores from Elo gaps (base 10, 400 scale)', () => {
-    assert.equal(expectedScore(0), 0.5);
-    assert.ok(Math.abs(expectedScore(400) - 10 / 11) < 1e-12);
-    assert.ok(Math.abs(expectedScore(-400) - 1 / 11) < 1e-12);
+    assert.equal(expectedScore(0), 0.5); // exact: 10 ** 0 is exactly 1 in every pow, then 1 / 2
+    // pow against the closed form: 10 ** -1 is within an ulp of 0.1, so a few ulps apart at most.
+    assertClose(expectedScore(400), 10 / 11, { abs: 1e-12 }, 'E(400)');
+    assertClose(expectedScore(-400), 1 / 11, { abs: 1e-12 }, 'E(-400)');
   });
 
   it('summarises the champion against the tactical bot: predicted by the gap and observed', () => {
     const s = championSummary(doc);
     assert.equal(s.champion.id, 'gen-2');
+    // Scores here are one division of exact integers (70 / 100): correctly rounded, so equal to
+    // the literal's nearest float64 in any language. Compared exactly, as below.
     assert.equal(s.vsTactical.observed, 0.7);
     assert.equal(s.vsTactical.games, 100);
-    assert.ok(Math.abs(s.vsTactical.predicted! - expectedScore(s.rating.elo - s.tactical!.elo)) < 1e-12);
+    // The same function of the same gap (one code path); the tolerance is only headroom.
+    assertClose(s.vsTactical.predicted!, expectedScore(s.rating.elo - s.tactical!.elo), { abs: 1e-12 }, 'predicted score');
     assert.match(eloGapSentence(s), /predicts a score of \d+\.\d %; their 100 games gave 70\.0 %/);
     const metrics = championMetrics(doc);
     assert.equal(metrics.champion, 'gen-2');

@@ -84,6 +84,8 @@ describe('match handler', () => {
     assert.equal(result.scoreA, (result.winsA + result.draws / 2) / 200);
     assert.ok(result.plies >= 200 * 7 && result.plies <= 200 * 42, `plies ${result.plies}`);
     assert.equal(result.illegalB, 0, 'the tactical bot only plays legal columns');
+    // A strength claim, not an exact outcome: onnxruntime's float32 kernels differ by CPU, so the
+    // sampled games may differ between machines; the untrained network loses by a wide margin.
     assert.ok(result.winsB > result.winsA, `an untrained network loses to the tactical bot: ${result.winsA}-${result.winsB}`);
     assert.equal('moves' in result, false);
     assert.ok(JSON.stringify(result).length < 1024, 'the result stays small');
@@ -98,6 +100,7 @@ describe('match handler', () => {
   });
 
   it('the same request replays the same result', async () => {
+    // Exact: the same model, seed and onnxruntime on one machine (one code path).
     const request = { a: snapshot('gen-2', 2, 'mlp_policy.onnx'), b: RANDOM, games: 50, seed: 4, mode: 'sample' };
     assert.deepEqual(await matchHandler(request), await matchHandler(request));
   });

@@ -24,10 +24,13 @@ import {
   type Action,
   type CarState,
 } from '#shared/mountaincar.ts';
+import { assertClose } from '../support/floats.ts';
 
 const fixture = (name: string): string => fileURLToPath(new URL(`../fixtures/mountaincar/${name}`, import.meta.url));
 
 interface Vectors {
+  /** Absolute tolerances, stated by the generator and read by both languages' tests (see below). */
+  tolerances: { step: number; trajectory: number; logit: number; decisionMargin: number };
   starts: { seed: number; positions: number[] }[];
   steps: { state: [number, number]; action: Action; next: [number, number]; goalReached: boolean }[];
   trajectories: {
@@ -56,9 +59,26 @@ interface Vectors {
 const vectors = JSON.parse(readFileSync(fixture('vectors.json'), 'utf8')) as Vectors;
 const velocityPolicyText = readFileSync(fixture(vectors.policy.file), 'utf8');
 
-/** |a - b| <= tolerance, with a message naming what was compared. */
-function assertClose(actual: number, expected: number, tolerance: number, what: string): void {
-  assert.ok(Math.abs(actual - expected) <= tolerance, `${what}: ${actual} vs ${expected}`);
+/**
+ * The vectors' floats come from Python (math.cos from libm, numpy's CPU-chosen kernels for cos,
+ * tanh and the matrix products); this side computes them with V8's Math.cos and Math.tanh and
+ * plain loops. Each may be an ulp or so off the true value, so the two agree within the
+ * tolerances the generator states (batch-jobs/reward-train/make_vectors.py explains each), never
+ * bit for bit. A real bug (a wrong force, a missed clip) moves them by 1e-6 or more.
+ */
+const TOL = vectors.tolerances;
+assert.ok(TOL, 'vectors.json states its tolerances (rerun batch-jobs/reward-train/make_vectors.py)');
+/**
+ * Every discrete outcome the vectors record (a goal flag, a greedy action, a grade) is at least
+ * this far from its boundary: far above how far the two languages' floats can be apart, so no
+ * last-bit difference can flip it. The tests below check the margin on this side's numbers too.
+ */
+const MARGIN = TOL.decisionMargin;
+
+/** The gap between the largest and the second largest of the logits (a greedy choice's margin). */
+function topTwoGap(logits: ArrayLike<number>): number {
+  const sorted = Array.from(logits).sort((a, b) => b - a);
+  return sorted[0]! - sorted[1]!;
 }
 
 /** A policy document with every weight 0 and the given output biases: a constant action. */
@@ -76,8 +96,18 @@ function constantPolicy(outputBias: [number, number, number]): Record<string, un
 }
 
 describe('MountainCar dynamics (shared vectors with the Python trainer)', () => {
+  it('the stated tolerances are tight enough to catch a real bug, and far below the decision margin', () => {
+    for (const name of ['step', 'trajectory', 'logit'] as const) {
+      assert.ok(TOL[name] > 0 && TOL[name] <= 1e-12, `${name} tolerance ${TOL[name]}`);
+      assert.ok(TOL[name] * 1000 <= MARGIN, `${name} tolerance ${TOL[name]} vs margin ${MARGIN}`);
+    }
+    assert.ok(MARGIN <= 1e-6, `decision margin ${MARGIN}`);
+  });
+
   it('start positions of every seed equal the Python stream, negative and huge seeds too', () => {
     assert.ok(vectors.starts.length >= 8);
+    // Bit for bit: integer arithmetic, a division by 2^32 (exact), then one multiply and one add,
+    // IEEE basic operations in the same order in both languages (no fused multiply-add in either).
     for (const { seed, positions } of vectors.starts) {
       assert.deepEqual(startPositions(seed, positions.length), positions, `seed ${seed}`);
     }
@@ -86,9 +116,15 @@ describe('MountainCar dynamics (shared vectors with the Python trainer)', () => 
   it('single steps, including the speed limit, both clips and the goal line', () => {
     for (const c of vectors.steps) {
       const next = step({ position: c.state[0], velocity: c.state[1] }, c.action);
-      assertClose(next.position, c.next[0], 1e-15, `position after ${JSON.stringify(c.state)} a=${c.action}`);
-      assertClose(next.velocity, c.next[1], 1e-15, `velocity after ${JSON.stringify(c.state)} a=${c.action}`);
-      assert.equal(next.position >= GOAL_POSITION, c.goalReached);
+      const what = `after ${JSON.stringify(c.state)} a=${c.action}`;
+      // One step from the same state: libm's and V8's cos are each within an ulp of the truth
+      // (an ulp of |cos| <= 1 is <= 1.1e-16), scaled by GRAVITY, then two additions round: the
+      // results are an ulp or two apart (< 5e-16 for |position| <= 1.2), within the stated 1e-15.
+      assertClose(next.position, c.next[0], { abs: TOL.step }, `position ${what}`);
+      assertClose(next.velocity, c.next[1], { abs: TOL.step }, `velocity ${what}`);
+      // The goal test is discrete: only asserted with the position far from the line.
+      assert.ok(Math.abs(next.position - GOAL_POSITION) > MARGIN, `position ${what} is ${next.position}, near the goal line`);
+      assert.equal(next.position >= GOAL_POSITION, c.goalReached, `goal ${what}`);
     }
     assert.ok(vectors.steps.some((c) => Math.abs(c.next[1]) === MAX_SPEED));
     assert.ok(vectors.steps.some((c) => c.next[0] === MIN_POSITION && c.next[1] === 0 && c.state[1] < 0));
@@ -96,12 +132,17 @@ describe('MountainCar dynamics (shared vectors with the Python trainer)', () => 
 
   for (const t of vectors.trajectories) {
     it(`trajectory ${t.name}: every state and done flag`, () => {
-      assert.deepEqual(t.start, [startPositions(t.seed, 1)[0], 0]);
+      assert.deepEqual(t.start, [startPositions(t.seed, 1)[0], 0]); // exact, as the start positions above
       let state: CarState = { position: t.start[0], velocity: 0 };
       t.actions.forEach((action, i) => {
         state = step(state, action);
-        assertClose(state.position, t.states[i][0], 1e-12, `${t.name} step ${i + 1} position`);
-        assertClose(state.velocity, t.states[i][1], 1e-12, `${t.name} step ${i + 1} velocity`);
+        // This side's own states, step after step: each step's last-bit difference in cos
+        // carries on and compounds. The generator replays every case with cos 1e-15 off both
+        // ways and measures at most ~5e-15; the stated 1e-12 leaves a wide margin. A wall clip
+        // decided the other way would zero one side's velocity and show up here too.
+        assertClose(state.position, t.states[i][0], { abs: TOL.trajectory }, `${t.name} step ${i + 1} position`);
+        assertClose(state.velocity, t.states[i][1], { abs: TOL.trajectory }, `${t.name} step ${i + 1} velocity`);
+        assert.ok(Math.abs(state.position - GOAL_POSITION) > MARGIN, `${t.name} step ${i + 1}: ${state.position} is near the goal line`);
         const goal = state.position >= GOAL_POSITION;
         assert.equal(goal, t.goalReached[i], `${t.name} step ${i + 1} goal`);
         assert.equal(goal || i + 1 === TIME_LIMIT, t.done[i], `${t.name} step ${i + 1} done`);
@@ -130,7 +171,12 @@ describe('parsePolicy: the data-only format', () => {
     const act = createGreedyActor(policy);
     vectors.policy.observations.forEach(([position, velocity], i) => {
       const logits = policyLogits(policy, { position, velocity });
-      logits.forEach((v, a) => assertClose(v, vectors.policy.logits[i][a], 1e-12, `logit ${a} at observation ${i}`));
+      // numpy's matrix products (BLAS: its own summation order, FMA or not) and SIMD tanh
+      // against plain loops and V8's tanh: sums of 64 rounded products of small weights, so
+      // well under 1e-13 apart; the stated tolerance is 1e-12.
+      logits.forEach((v, a) => assertClose(v, vectors.policy.logits[i][a], { abs: TOL.logit }, `logit ${a} at observation ${i}`));
+      // The greedy action is an argmax: asserted only with the top two logits far apart.
+      assert.ok(topTwoGap(logits) > MARGIN, `observation ${i}: top two logits ${[...logits]} nearly tie`);
       assert.equal(act({ position, velocity }), vectors.policy.actions[i], `action at observation ${i}`);
     });
   });
@@ -191,6 +237,29 @@ describe('parsePolicy: the data-only format', () => {
 describe('gradePolicy', () => {
   it('grades the fixture exactly as the Python trainer evaluates it', () => {
     const { seeds, episodesPerSeed, perSeed, successRate } = vectors.policy.grade;
+    // The grade is discrete (which step each episode reaches the goal, through ~100 greedy
+    // argmaxes each), computed there with numpy's vectorised cos, tanh and BLAS. It can be
+    // compared exactly only because no episode passes near a boundary: replayed on this side,
+    // every greedy choice's top two logits and every position after a step stay MARGIN apart from a
+    // tie and from the goal line (the generator checks the same with cos nudged both ways).
+    const policy = parsePolicy(velocityPolicyText);
+    const act = createGreedyActor(policy);
+    let closestTie = Infinity;
+    let closestGoal = Infinity;
+    for (const seed of seeds) {
+      for (const start of startPositions(seed, episodesPerSeed)) {
+        let state: CarState = { position: start, velocity: 0 };
+        for (let t = 1; t <= TIME_LIMIT && state.position < GOAL_POSITION; t++) {
+          closestTie = Math.min(closestTie, topTwoGap(policyLogits(policy, state)));
+          state = step(state, act(state));
+          closestGoal = Math.min(closestGoal, Math.abs(state.position - GOAL_POSITION));
+        }
+      }
+    }
+    assert.ok(closestTie > MARGIN, `a greedy choice is ${closestTie} from a tie`);
+    assert.ok(closestGoal > MARGIN, `a position is ${closestGoal} from the goal line`);
+    // Then counts, means of counts and a rate, each one division of exact integers, are the same
+    // float in both languages: compared exactly.
     const report = gradePolicy(velocityPolicyText, seeds, { episodesPerSeed });
     assert.deepEqual(
       report.perSeed.map(({ seed, episodes, successes, meanSteps }) => ({ seed, episodes, successes, meanSteps })),
@@ -228,8 +297,16 @@ describe('gradePolicy', () => {
     document.layers[2].weight[2][0] = 10;
     const seeds = [1, 2, 3, 4];
     const report = gradePolicy(document, seeds, { episodesPerSeed: 20 });
+    // Two computations of one decision: the network's sign of velocity / 0.07 - 0.01 / 0.07
+    // against velocity > 0.01. Rounding can split them within ~1e-17 of 0.01, so every velocity
+    // this rule sees must be far from it (it is, by more than 1e-9).
+    let closest = Infinity;
     const expected = seeds.map((seed) =>
-      startPositions(seed, 20).map((start) => runEpisode((s) => (s.velocity > 0.01 ? 2 : 0), start)));
+      startPositions(seed, 20).map((start) => runEpisode((s) => {
+        closest = Math.min(closest, Math.abs(s.velocity - 0.01));
+        return s.velocity > 0.01 ? 2 : 0;
+      }, start)));
+    assert.ok(closest > 1e-9, `a velocity ${closest} from the switch at 0.01`);
     const rates = expected.map((episodes) => episodes.filter((e) => e.success).length / 20);
     assert.deepEqual(report.perSeed.map((s) => s.successRate), rates);
     assert.deepEqual(report.perSeed.map((s) => s.meanSteps),
@@ -237,8 +314,10 @@ describe('gradePolicy', () => {
     assert.ok(Math.min(...rates) > 0 && Math.max(...rates) < 1 && new Set(rates).size > 1, `rates ${rates}`);
     const mean = rates.reduce((a, b) => a + b) / rates.length;
     assert.equal(report.successRate, report.successes / 80);
-    assertClose(report.successRate, mean, 1e-15, 'overall rate');
-    assertClose(report.seedSuccessRate.std, Math.sqrt(rates.reduce((a, r) => a + (r - mean) ** 2, 0) / 3), 1e-15, 'std');
+    // Basic operations only, but in another order (successes / 80 against the mean of four
+    // rates; the std's sums likewise): a few roundings of numbers <= 1 apart, each <= 1.1e-16.
+    assertClose(report.successRate, mean, { abs: 1e-15 }, 'overall rate');
+    assertClose(report.seedSuccessRate.std, Math.sqrt(rates.reduce((a, r) => a + (r - mean) ** 2, 0) / 3), { abs: 1e-15 }, 'std');
     assert.deepEqual([report.seedSuccessRate.min, report.seedSuccessRate.max], [Math.min(...rates), Math.max(...rates)]);
   });
 

@@ -148,6 +148,8 @@ describe('oracle job, run by the local BatchHost from the synthesized metadata',
     const { measurements, summary, s3Outputs } = result as unknown as OracleResult;
     assert.deepEqual(measurements.map((m) => [m.id, m.smiles]), spec.molecules.map((m) => [m.id, m.smiles]));
     const [phenol, bad, water, empty] = measurements;
+    // xtb's gap against a reference value: another build or CPU (its BLAS, the optimiser's own
+    // convergence threshold) moves it by far less than 1e-3 eV; 0.05 eV catches a wrong molecule.
     assert.ok(phenol!.ok && Math.abs(phenol.gap - 4.35) < 0.05, JSON.stringify(phenol));
     assert.equal(phenol.attempts, 1);
     assert.ok(phenol.seconds > 0);
@@ -237,7 +239,7 @@ describe('oracle job bundle (what the image runs: node main.mjs beside RDKit_min
     assert.ok(Math.abs(line.time - Date.now() / 1000) < 120);
     const out = await s3.send(new GetObjectCommand({ Bucket: BUCKET, Key: `${prefix}output/result.json` }));
     const result = JSON.parse(await out.Body!.transformToString()) as OracleResult;
-    assert.ok(result.measurements[0]!.ok && Math.abs(result.measurements[0].gap - 4.35) < 0.05);
+    assert.ok(result.measurements[0]!.ok && Math.abs(result.measurements[0].gap - 4.35) < 0.05); // as above
   });
 });
 

@@ -21,10 +21,7 @@ import {
   TanimotoGp,
   type Fingerprint,
 } from '#shared/chem/surrogate.ts';
-
-function assertClose(actual: number, expected: number, tolerance: number, what: string): void {
-  assert.ok(Math.abs(actual - expected) <= tolerance, `${what}: ${actual} is not within ${tolerance} of ${expected}`);
-}
+import { assertClose } from '../support/floats.ts';
 
 /** A random fingerprint over bits [from, from + width), each on with probability `density`. */
 function randomFingerprint(random: Random, nBits: number, density: number, from = 0, width = nBits): Fingerprint {
@@ -77,6 +74,8 @@ describe('cholesky', () => {
     // [[4, 2], [2, 3]] = L L^T with L = [[2, 0], [1, sqrt 2]].
     const { factor, jitter } = cholesky(Float64Array.from([4, 2, 2, 3]), 2);
     assert.equal(jitter, 0);
+    // Exact: sqrt(4), 2 / 2 and sqrt(3 - 1 * 1) are IEEE basic operations, correctly rounded, and
+    // Math.SQRT2 is sqrt(2) correctly rounded.
     assert.deepEqual([...factor], [2, 0, 1, Math.SQRT2]);
   });
 
@@ -90,7 +89,9 @@ describe('cholesky', () => {
       for (let j = 0; j <= i; j++) {
         let product = 0;
         for (let k = 0; k < 3; k++) product += factor[i * 3 + k]! * factor[j * 3 + k]!;
-        assertClose(product, a[i * 3 + j]! + (i === j ? jitter : 0), 1e-12, `(L L^T)[${i}][${j}]`);
+        // L L^T recomputed here against A: Cholesky's backward error is ~n eps |A| (~1e-15 for
+        // these entries <= 1.01), so 1e-12 is loose yet far below a wrong factor.
+        assertClose(product, a[i * 3 + j]! + (i === j ? jitter : 0), { abs: 1e-12 }, `(L L^T)[${i}][${j}]`);
       }
     }
   });
@@ -114,7 +115,8 @@ describe('cholesky', () => {
       for (let j = 0; j < n; j++) {
         let product = 0;
         for (let k = 0; k < n; k++) product += factor[i * n + k]! * factor[j * n + k]!;
-        assertClose(product, a[i * n + j]!, 1e-12, `(L L^T)[${i}][${j}]`);
+        // As above: entries <= ~4, backward error ~9 * 4 * 1.1e-16 = 4e-15 at most.
+        assertClose(product, a[i * n + j]!, { abs: 1e-12 }, `(L L^T)[${i}][${j}]`);
         if (j > i) assert.equal(factor[i * n + j], 0);
       }
     }
@@ -137,7 +139,8 @@ describe('TanimotoGp', () => {
     const predictions = model.predict(train);
     const signalStd = Math.sqrt(model.hyperparameters.signalVariance);
     predictions.forEach(({ mean, std }, i) => {
-      assertClose(mean, targets[i]!, 0.05, `mean at training point ${i}`);
+      // A modelling tolerance (the noise lets the mean miss a point a little), not a rounding one.
+      assertClose(mean, targets[i]!, { abs: 0.05 }, `mean at training point ${i}`);
       assert.ok(std < 0.05 * signalStd, `std at training point ${i}: ${std} vs prior ${signalStd}`);
     });
   });
@@ -147,8 +150,11 @@ describe('TanimotoGp', () => {
     const far = fingerprintFromOnBits([64, 70, 99, 127], nBits);
     const [prediction] = model.predict([far]);
     const trainingMean = targets.reduce((sum, y) => sum + y, 0) / targets.length;
-    assertClose(prediction!.mean, trainingMean, 1e-12, 'mean far away');
-    assertClose(prediction!.std, Math.sqrt(model.hyperparameters.signalVariance), 1e-12, 'std far away');
+    // No shared bits: every Tanimoto value is exactly 0, so the prediction is the prior (the mean
+    // plus exact zeros, sqrt of the variance times 1). The 1e-12 only spares the test from
+    // relying on that; the mean itself is the same sum in the same order: exact, below.
+    assertClose(prediction!.mean, trainingMean, { abs: 1e-12 }, 'mean far away');
+    assertClose(prediction!.std, Math.sqrt(model.hyperparameters.signalVariance), { abs: 1e-12 }, 'std far away');
     assert.equal(model.hyperparameters.mean, trainingMean);
     assert.ok(prediction!.std > 20 * model.predict([train[0]!])[0]!.std);
   });
@@ -167,12 +173,15 @@ describe('TanimotoGp', () => {
   });
 
   it('predicts a list (four at a time, with a ragged tail) exactly as one molecule at a time', () => {
+    // Bit for bit: each query's sums are the same basic operations in the same order, whichever
+    // slot of a group of four it takes (the slots never mix).
     const model = fitTanimotoGp(train, targets);
     const queries = Array.from({ length: 7 }, () => randomFingerprint(random, nBits, 0.2));
     assert.deepEqual(model.predict(queries), queries.flatMap((query) => model.predict([query])));
   });
 
   it('round-trips through JSON with identical predictions', () => {
+    // Bit for bit: JSON keeps every float64 exactly, and both models run the same code.
     const model = fitTanimotoGp(train, targets);
     const restored = TanimotoGp.fromJSON(JSON.parse(JSON.stringify(model)));
     const queries = Array.from({ length: 9 }, () => randomFingerprint(random, nBits, 0.2));
@@ -195,14 +204,15 @@ describe('TanimotoGp', () => {
 
 describe('acquisition', () => {
   it('computes the lower confidence bound and expected improvement for minimisation', () => {
-    assert.equal(lowerConfidenceBound(3, 0.5, 2), 2);
-    // At mean = incumbent, EI = std * phi(0) = std / sqrt(2 pi).
-    assertClose(expectedImprovement(2, 0.5, 2), 0.5 / Math.sqrt(2 * Math.PI), 1e-7, 'EI at z = 0');
-    // Without uncertainty EI is the plain improvement, and 0 above the incumbent.
+    assert.equal(lowerConfidenceBound(3, 0.5, 2), 2); // exact: 3 - 2 * 0.5, basic operations
+    // At mean = incumbent, EI = std * phi(0) = std / sqrt(2 pi). The tolerances allow for Phi's
+    // Chebyshev fit (fractional error < 1.2e-7, times std = 0.5) and the 10-digit literals.
+    assertClose(expectedImprovement(2, 0.5, 2), 0.5 / Math.sqrt(2 * Math.PI), { abs: 1e-7 }, 'EI at z = 0');
+    // Without uncertainty EI is the plain improvement, and 0 above the incumbent (exact: a subtraction).
     assert.equal(expectedImprovement(1.5, 0, 2), 0.5);
     assert.equal(expectedImprovement(2.5, 0, 2), 0);
     // z = 1: std (Phi(1) + phi(1)) = 0.5 * (0.8413447 + 0.2419707).
-    assertClose(expectedImprovement(1.5, 0.5, 2), 0.5 * (0.8413447461 + 0.2419707245), 1e-7, 'EI at z = 1');
+    assertClose(expectedImprovement(1.5, 0.5, 2), 0.5 * (0.8413447461 + 0.2419707245), { abs: 1e-7 }, 'EI at z = 1');
   });
 });
 
@@ -295,14 +305,17 @@ describe('metrics', () => {
     // dx = [-1.5, 0, 0, 1.5], dy = [-1.5, 0.5, -0.5, 1.5]; sum dx dy = 4.5, sum dx^2 = 4.5,
     // sum dy^2 = 5, so rho = 4.5 / sqrt(22.5) = 3 / sqrt(10).
     assert.deepEqual(averageRanks([10, 20, 20, 30]), [1, 2.5, 2.5, 4]);
-    assertClose(spearman([10, 20, 20, 30], [1, 3, 2, 4]), 3 / Math.sqrt(10), 1e-15, 'rho');
-    assertClose(spearman([1, 2, 3], [30, 20, 10]), -1, 1e-15, 'reversed');
+    // Basic operations and sqrt, but not in the closed form's order: a few ulps of |rho| <= 1.
+    assertClose(spearman([10, 20, 20, 30], [1, 3, 2, 4]), 3 / Math.sqrt(10), { abs: 1e-15 }, 'rho');
+    assertClose(spearman([1, 2, 3], [30, 20, 10]), -1, { abs: 1e-15 }, 'reversed');
     assert.ok(Number.isNaN(spearman([1, 1, 1], [1, 2, 3])));
   });
 
   it('computes hit enrichment of the lowest predictions against the base rate', () => {
     // Hits (actual < 2): molecules 1 and 4, base rate 2 / 5. The two lowest predictions are
     // molecules 1 and 2, with one hit: rate 1 / 2, enrichment (1 / 2) / (2 / 5) = 1.25.
+    // Exact: counts and three divisions, the same basic operations as the expected literals; no
+    // value is near the threshold 2 (the hit rule's boundary).
     const result = hitEnrichment([3, 0.5, 1, 4, 2], [3, 1, 5, 4, 1.5], { threshold: 2, k: 2 });
     assert.deepEqual(result, { k: 2, hitsInTopK: 1, topKHitRate: 0.5, hits: 2, baseRate: 0.4, enrichment: 1.25 });
   });

@@ -6,14 +6,22 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { bondChanges, bondsFromCoordinates, measureGap, startGeometry, XtbMissingError, type Atom } from '#shared/chem/xtb.ts';
+import { assertClose } from '../support/floats.ts';
 
 describe('xtb oracle, one molecule', () => {
   it('measures phenol: GFN2-xTB gap after optimisation near 4.35 eV, the same on a rerun', async () => {
     const first = await measureGap('c1ccc(O)cc1');
     assert.ok(first.ok, JSON.stringify(first));
-    assert.ok(Math.abs(first.gap - 4.35) < 0.05, `gap ${first.gap}`);
+    // xtb (Fortran, the machine's BLAS and LAPACK, an optimisation stopped at its own
+    // convergence threshold) against a reference value: builds and CPUs move the gap by far less
+    // than 1e-3 eV; 0.05 eV still catches a wrong method, charge or molecule.
+    assertClose(first.gap, 4.35, { abs: 0.05 }, 'phenol gap (eV)');
     const again = await measureGap('c1ccc(O)cc1');
-    assert.ok(again.ok && Math.abs(again.gap - first.gap) < 1e-6);
+    assert.ok(again.ok, JSON.stringify(again));
+    // A rerun is the same binary on the same CPU with one OpenMP thread and the same seeded start
+    // geometry, so it should repeat bit for bit; 1e-6 eV (below the printed precision that
+    // matters) keeps this a test of the seeded start rather than of BLAS's thread scheduling.
+    assertClose(again.gap, first.gap, { abs: 1e-6 }, 'phenol gap on a rerun (eV)');
   });
 
   it('starts from RDKit 2D coordinates with explicit hydrogens, lifted out of plane by a seeded offset', async () => {
@@ -37,7 +45,9 @@ describe('xtb oracle, one molecule', () => {
         for (const y of hs) if (x.i < y.i) assert.ok(Math.hypot(x.a.x - y.a.x, x.a.y - y.a.y, x.a.z - y.a.z) > 1.5, `${smiles}: H${x.i + 1} and H${y.i + 1} start apart`);
         const [a, b] = bonds.find(([p, q]) => p === x.i || q === x.i)!;
         const heavy = atoms[a === x.i ? b : a]!;
-        assert.ok(Math.abs(Math.hypot(heavy.x - x.a.x, heavy.y - x.a.y, heavy.z - x.a.z) - 1.05) < 1e-9);
+        // Placed along a unit vector scaled to 1.05 A, measured back with hypot: a few roundings
+        // of numbers ~1 apart (~1e-15), so 1e-9 A is headroom only.
+        assertClose(Math.hypot(heavy.x - x.a.x, heavy.y - x.a.y, heavy.z - x.a.z), 1.05, { abs: 1e-9 }, `${smiles}: H${x.i + 1} bond length`);
       }
       assert.deepEqual(bondChanges(bonds, bondsFromCoordinates(atoms)), { made: [], broken: [] }, `${smiles}: the start has the molecule's bonds`);
     }
