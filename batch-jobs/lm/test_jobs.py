@@ -104,6 +104,8 @@ class JobsTest(unittest.TestCase):
         self.assertEqual((result["benchmark"], result["version"], result["n"]), ("arithmetic", "1", 20))
         self.assertEqual(result["correct"], sum(e["correct"] for e in result["examples"]) if result["n"] == 3
                          else result["correct"])
+        # accuracy and stderr are written rounded to 6 decimals (and stderr through math.sqrt,
+        # here ** 0.5): places 6 and 5 absorb that rounding (<= 5e-7), nothing more.
         self.assertAlmostEqual(result["accuracy"], result["correct"] / 20, places=6)
         p = result["accuracy"]
         self.assertAlmostEqual(result["stderr"], (p * (1 - p) / 20) ** 0.5, places=5)

@@ -43,6 +43,10 @@ class ReferenceRewardsTest(unittest.TestCase):
         goal_energy = g / 3 * (math.sin(1.5) + 1)                  # ~ 0.0016648
         # From rest at the valley floor (energy 0) to x = -pi/6 + 0, v = 0.01: energy 0.5 * 1e-4.
         floor = -math.pi / 6
+        # The module and these lines compute the same quantities in different orders (and
+        # 0.5e-4 against 0.5 * 0.01 * 0.01): values of order 100 or less, rounded a few times in
+        # float64, agree to ~1e-13; the places below leave >= 1,000x, while a wrong formula is off
+        # by 1e-3 or more.
         got = reward(*one_step(obs=(floor, 0.0), next_obs=(floor, 0.01)))[0]
         self.assertAlmostEqual(got, -1 + 100 * (0.5e-4 / goal_energy), places=9)   # ~ 2.0034
         # Losing that energy again costs exactly as much: swinging cannot be farmed.
@@ -59,6 +63,8 @@ class ReferenceRewardsTest(unittest.TestCase):
         state = (-0.4, 0.02)
         along = reward(*one_step(obs=state, action=2, next_obs=step(*state, 2)))[0]
         against = reward(*one_step(obs=state, action=0, next_obs=step(*state, 0)))[0]
+        # A comparison of floats, but decided by ~2.4 (the energy a push of 0.002 adds or takes
+        # at velocity 0.02), not by the last bits of cos or sin.
         self.assertGreater(along, against)
 
 
@@ -72,6 +78,8 @@ class InterfaceTest(unittest.TestCase):
         """))
         out = reward(np.array([[-0.5, 0.0], [-0.4, 0.01]]), np.array([2, 0]), np.array([[-0.49, 0.01], [0.5, 0.02]]),
                      np.array([False, True]), np.array([3, 200]), np.array([False, True]), np.array([False, False]))
+        # The candidate and this line do the same IEEE additions in the same order: equal; the
+        # default rtol (1e-7) is slack.
         np.testing.assert_allclose(out, [-0.5 + 20 + 3000, -0.4 + 0 + 100 + 200000])
         module_seen = reward._function.__globals__["seen"]
         obs, action, next_obs, done, info = module_seen[1]
@@ -94,6 +102,7 @@ class InterfaceTest(unittest.TestCase):
         """))
         self.assertTrue(reward.vectorised)
         args = one_step(obs=(-0.5, 0.0), next_obs=(-0.25, 0.01), step=7)
+        # Exact: -0.25 - -0.5 + 7 is binary fractions through + and - only.
         self.assertEqual(reward(*args).tolist(), [7.25])
         self.assertEqual(args[0].tolist(), [[-0.5, 0.0]])
         self.assertEqual(args[4].tolist(), [7])

@@ -1,12 +1,14 @@
 import contextlib
 import io
 import json
+import math
 import os
 import sys
 import tempfile
 import time
 import unittest
 
+import numpy as np
 import torch
 
 # main.py's S3 mode imports the job contract, which the image copies next to it from batch-jobs/common/.
@@ -15,7 +17,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from jobio import JobContext  # noqa: E402
 import main as job  # noqa: E402
 import make_vectors  # noqa: E402
-from policy import parse_policy  # noqa: E402
+from mountaincar import GOAL_POSITION, TIME_LIMIT, start_positions, step_arrays  # noqa: E402
+from policy import normalize_observations, parse_policy  # noqa: E402
 from ppo import PPOConfig, PPOConfigError  # noqa: E402
 from reward_module import RewardCallError, load_reward_file  # noqa: E402
 from trainer import CURVE_KEYS, TrainConfig, TrainConfigError, evaluate_policy, train  # noqa: E402
@@ -48,11 +51,47 @@ class TrainConfigTest(unittest.TestCase):
             TrainConfig.from_dict({"ppo": {"clip": 2}})
 
 
+def closest_calls(document, seeds: list[int], episodes_per_seed: int) -> tuple[float, float]:
+    """evaluate_policy's greedy episodes replayed on this machine: the smallest lead of a greedy
+    action's logit over the runner-up's, and the smallest distance of a live car from the goal
+    line, over every step of every episode."""
+    layers = parse_policy(document)
+    position = np.array([p for seed in seeds for p in start_positions(seed, episodes_per_seed)])
+    velocity = np.zeros_like(position)
+    live = np.ones(position.shape, dtype=bool)
+    lead = distance = math.inf
+    for _ in range(TIME_LIMIT):
+        if not live.any():
+            break
+        h = normalize_observations(np.stack([position[live], velocity[live]], axis=1))
+        for index, (weight, bias) in enumerate(layers):
+            h = h @ weight.T + bias
+            h = np.tanh(h) if index < len(layers) - 1 else h
+        top = np.sort(h, axis=1)[:, -2:]
+        lead = min(lead, float((top[:, 1] - top[:, 0]).min()))
+        position[live], velocity[live] = step_arrays(position[live], velocity[live], np.argmax(h, axis=1))
+        distance = min(distance, float(np.abs(position[live] - GOAL_POSITION).min()))
+        live &= position < GOAL_POSITION
+    return lead, distance
+
+
 class EvaluatePolicyTest(unittest.TestCase):
     def test_the_velocity_fixture_grades_as_its_vectors_say(self):
         case = VECTORS["policy"]["grade"]
         with open(make_vectors.POLICY_PATH, encoding="utf-8") as f:
-            got = evaluate_policy(f.read(), case["seeds"], case["episodesPerSeed"])
+            document = f.read()
+        got = evaluate_policy(document, case["seeds"], case["episodesPerSeed"])
+        # The grade is counts of discrete outcomes (greedy argmaxes, goal tests) of float64
+        # episodes that use np.cos, np.tanh and a BLAS, whose last bits depend on the CPU: another
+        # machine's states and logits may differ by the fixture's trajectory and logit tolerances
+        # (1e-12). The counts cannot differ while every greedy choice and every live position here
+        # stays further than the fixture's decisionMargin (1e-9, 1,000x those) from a tie or
+        # from the goal line: check that first, then compare the counts exactly.
+        margin = VECTORS["tolerances"]["decisionMargin"]
+        lead, distance = closest_calls(document, case["seeds"], case["episodesPerSeed"])
+        self.assertGreater(lead, margin, "a greedy choice of the graded episodes is a near-tie")
+        self.assertGreater(distance, margin, "a graded episode passes within the margin of the goal line")
+        # Exact: counts, means of counts (sums of integers, one division) and their ratio.
         self.assertEqual(got["perSeed"], case["perSeed"])
         self.assertEqual(got["successRate"], case["successRate"])
 
@@ -66,6 +105,8 @@ class TrainingTest(unittest.TestCase):
         self.assertEqual(len(rows), 8)
         self.assertEqual(sorted(first.curves), sorted(CURVE_KEYS))
         self.assertEqual(first.curves["env_steps"][-1], 2048)
+        # Exact: the same function with the same seed twice in one process (the docstring
+        # promises reproducibility on one machine, not across CPUs).
         self.assertEqual(first.policy(), second.policy())
         # Episodes last at most 200 steps: by 2,048 steps of 8 cars some have ended.
         self.assertGreater(first.episodes, 0)
@@ -82,23 +123,29 @@ class TrainingTest(unittest.TestCase):
             train(TrainConfig(total_steps=1024, evaluation_episodes=0), reward)
 
     def test_the_shaped_reward_learns_and_beats_the_environments_reward(self):
-        # Measured on one thread, ~0.9 s per run: at 6,000 steps, over training seeds 0-9, the
-        # shaped reward solved 0.76 of fresh-seed episodes on average (0.47-0.93 by seed) and the
-        # environment's own reward 0.13 (0 on 7 seeds, but 0.76 on seed 0: with the sparse reward
-        # success is luck, which is why seed 0 is not one of these three).
+        # Measured on one thread, ~0.5 s per run: at 6,000 steps, over training seeds 0-39, the
+        # shaped reward solved 0.78 of fresh-seed episodes on average (0.19-1.0 by seed) and the
+        # environment's own reward 0.05 (0 on 35 seeds, but up to 0.76: with the sparse reward
+        # success is luck).
+        # Thresholds on trained outcomes: each run samples its actions, so a last-bit difference
+        # in a probability (another CPU's torch or numpy kernels; ATEN_CPU_CAPABILITY=default
+        # changes every one of these runs here) sends a run another way, and the bounds must
+        # hold for any 5 runs, not just these. Resampling the 40 measured seeds 5 at a time, they
+        # fail 0.07 % of the time (3 seeds with bounds 0.55 and 0.4 failed 6 % of the time).
+        seeds = (1, 2, 3, 4, 5)
         started = time.perf_counter()
         rates = {}
         for name, path in (("shaped", SHAPED_REWARD), ("env", ENV_REWARD)):
             rates[name] = []
-            for seed in (1, 2, 3):
+            for seed in seeds:
                 result = train(TrainConfig(total_steps=6000, seed=seed, evaluation_episodes=0), load_reward_file(path))
                 graded = evaluate_policy(result.policy(), [1000 + seed, 2000 + seed], 50)
                 rates[name].append(graded["successRate"])
         print(f"\ngreedy success on fresh seeds after 6,000 steps: {rates} "
               f"({time.perf_counter() - started:.1f} s)", file=sys.stderr)
-        shaped, env = sum(rates["shaped"]) / 3, sum(rates["env"]) / 3
-        self.assertGreaterEqual(shaped, 0.55)
-        self.assertGreaterEqual(shaped - env, 0.4)
+        shaped, env = sum(rates["shaped"]) / len(seeds), sum(rates["env"]) / len(seeds)
+        self.assertGreaterEqual(shaped, 0.4)
+        self.assertGreaterEqual(shaped - env, 0.25)
 
 
 class FakeS3:

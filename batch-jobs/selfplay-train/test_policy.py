@@ -92,7 +92,9 @@ class PolicyNetTest(unittest.TestCase):
         self.assertEqual(tuple(value.shape), (5,))
         expected = (126 * 256 + 256) + (256 * 256 + 256) + (256 * 7 + 7) + (256 + 1)
         self.assertEqual(sum(p.numel() for p in net.parameters()), expected)
-        torch.testing.assert_close(net.logits(torch.ones(2, 126)), net(torch.ones(2, 126))[0])
+        # Exact: one code path (features(), then linear() on the move head, same shapes, same
+        # process) computes both sides.
+        torch.testing.assert_close(net.logits(torch.ones(2, 126)), net(torch.ones(2, 126))[0], rtol=0, atol=0)
 
 
 class FastLinearTest(unittest.TestCase):
@@ -123,6 +125,10 @@ class FastLinearTest(unittest.TestCase):
             (logits.pow(2).sum() + (value * torch.arange(300.0)).sum()).backward()
             return [logits.detach(), value.detach()] + [p.grad.clone() for p in net.parameters()]
 
+        # oneDNN against F.linear (the reference BLAS here): both float32, summing up to 300
+        # products in different orders, so results differ by ~n ulps of the largest partial sum.
+        # The gradients reach 4.5e4 (value * arange(300)); measured, the worst element used 2 % of
+        # this tolerance on every kernel path. A wrong layer or a transposed weight is off by 10 %.
         for got, want in zip(run(net), run(lambda x: self.reference(net, x))):
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
 
@@ -132,7 +138,9 @@ class FastLinearTest(unittest.TestCase):
         self.assertEqual((tuple(logits.shape), tuple(value.shape)), ((0, 7), (0,)))
         with torch.no_grad():
             logits, value = net(torch.ones(3, 126))
-        torch.testing.assert_close(logits, self.reference(net, torch.ones(3, 126))[0])
+        # oneDNN against F.linear, float32 logits of magnitude < 1 from 126- and 256-term sums:
+        # a few ulps apart (measured 6e-8); 1e-5 is >100x that.
+        torch.testing.assert_close(logits, self.reference(net, torch.ones(3, 126))[0], rtol=1e-5, atol=1e-5)
 
     def test_without_the_oneDNN_path_the_numbers_are_the_same(self):
         torch.manual_seed(7)
@@ -144,6 +152,7 @@ class FastLinearTest(unittest.TestCase):
             plain = net(obs)[0].detach()
         finally:
             policy.MKLDNN_LINEAR = saved
+        # As above: two float32 sums in different orders, logits < 1, measured 5e-8 apart.
         torch.testing.assert_close(fast, plain, rtol=1e-5, atol=1e-5)
 
 
@@ -157,11 +166,15 @@ class MaskingTest(unittest.TestCase):
 
     def test_illegal_moves_get_exactly_zero_probability(self):
         probs = torch.softmax(masked_logits(self.logits, self.mask), dim=-1)
+        # Exact on every path: exp(-1e9 - max) is far below the smallest float32, so every exp
+        # kernel returns 0.
         self.assertTrue(torch.all(probs[~self.mask] == 0))
-        torch.testing.assert_close(probs.sum(-1), torch.ones(64))
+        # float32: at most 7 probabilities, each within a few ulps (~1e-7), sum to 1 within ~1e-6.
+        torch.testing.assert_close(probs.sum(-1), torch.ones(64), rtol=0, atol=1e-5)
 
     def test_argmax_and_samples_are_always_legal(self):
         masked = masked_logits(self.logits, self.mask)
+        # Discrete, but with no near-tie to flip: a legal logit (~N(0, 1)) beats -1e9 by 1e9.
         greedy = masked.argmax(-1)
         self.assertTrue(torch.all(self.mask[torch.arange(64), greedy]))
         samples = torch.distributions.Categorical(logits=masked).sample((200,))  # [200, 64]
@@ -173,7 +186,8 @@ class MaskingTest(unittest.TestCase):
         dist = torch.distributions.Categorical(logits=masked_logits(self.logits, mask))
         self.assertFalse(torch.isnan(dist.probs).any())
         self.assertFalse(torch.isnan(dist.entropy()).any())
-        torch.testing.assert_close(dist.probs[0], torch.full((COLS,), 1 / COLS))
+        # float32 1/7 from a softmax of equal logits: within an ulp or two (~3e-8).
+        torch.testing.assert_close(dist.probs[0], torch.full((COLS,), 1 / COLS), rtol=1e-6, atol=1e-7)
 
     def test_entropy_and_log_prob_of_the_masked_policy(self):
         # Two legal moves with equal logits: entropy ln 2, each log-prob ln 0.5.
@@ -183,6 +197,8 @@ class MaskingTest(unittest.TestCase):
             net.policy_head.bias.copy_(torch.tensor([0.0, 0.0, 9.0, 9.0, 9.0, 9.0, 9.0]))
         mask = torch.tensor([[True, True, False, False, False, False, False]])
         logp, entropy, value = evaluate_actions(net, torch.zeros(1, 126), mask, torch.tensor([1]))
+        # float32 against float64 ln 2: an ulp of 0.69 is 6e-8 and the log-softmax adds a few
+        # (measured 1.9e-9 off); places=6 (5e-7) leaves a margin of several ulps.
         self.assertAlmostEqual(float(entropy), np.log(2), places=6)
         self.assertAlmostEqual(float(logp), np.log(0.5), places=6)
         self.assertEqual(tuple(value.shape), (1,))
@@ -195,9 +211,12 @@ class MaskingTest(unittest.TestCase):
         logp, entropy, value = evaluate_actions(net, obs, self.mask, actions)
         logits, expected_value = net(obs)
         dist = torch.distributions.Categorical(logits=masked_logits(logits, self.mask))
-        torch.testing.assert_close(logp, dist.log_prob(actions))
-        torch.testing.assert_close(entropy, dist.entropy())
-        torch.testing.assert_close(value, expected_value)
+        # Two computations in float32: log_softmax against Categorical's logits - logsumexp, and
+        # two entropy sums. Values below ~2.3, a few ulps apart (measured 3.6e-7): 1e-5 is ~30x.
+        torch.testing.assert_close(logp, dist.log_prob(actions), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(entropy, dist.entropy(), rtol=1e-5, atol=1e-5)
+        # Exact: the same net(obs) call, same shapes, same process.
+        torch.testing.assert_close(value, expected_value, rtol=0, atol=0)
 
     def test_a_full_column_from_the_real_environment_is_never_chosen(self):
         env = Connect4Env.from_moves([[3, 3, 3, 3, 3, 3]])  # column 3 is full
@@ -205,6 +224,7 @@ class MaskingTest(unittest.TestCase):
         with torch.no_grad():
             net.policy_head.bias[3] = 1e6
         logits, _ = net(torch.from_numpy(env.observation()))
+        # The argmaxes are decided by 1e6 and by 1e9, not by rounding; exp underflows to exactly 0.
         self.assertEqual(int(logits.argmax(-1)), 3)
         self.assertNotEqual(int(masked_logits(logits, env.legal_mask()).argmax(-1)), 3)
         self.assertEqual(float(torch.softmax(masked_logits(logits, env.legal_mask()), -1)[0, 3]), 0.0)
@@ -258,6 +278,9 @@ class OnnxExportTest(unittest.TestCase):
             expected = self.net.logits(torch.from_numpy(obs)).detach().numpy()
             got = run_onnx_with_numpy(self.model, obs)
             self.assertEqual(got.shape, (batch, 7))
+            # numpy's float32 matmul (its BLAS, its own summation order) against torch's oneDNN:
+            # logits < 1 from 126- and 256-term sums, a few ulps apart (measured 8e-8); 1e-5 is
+            # >100x that, while a wrong or missing layer in the graph is off by 1e-2 or more.
             np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
     def test_export_leaves_a_training_net_as_it_was(self):
@@ -297,6 +320,7 @@ class CheckpointTest(unittest.TestCase):
         self.assertEqual(loaded.progress, {"iteration": 7, "score": [0.25, 0.5]})
         self.assertIsNone(loaded.optimizer_state)
         obs = torch.rand(3, 126)
+        # Exact: bit-identical weights through the same code in the same process.
         for a, b in zip(net(obs), loaded.net(obs)):
             self.assertTrue(torch.equal(a, b))
 
@@ -315,6 +339,8 @@ class CheckpointTest(unittest.TestCase):
         self.assertEqual(resumed_optimizer.param_groups[0]["lr"], 1e-3)  # a float survived
         self.train_step(net, optimizer, 99)
         self.train_step(resumed, resumed_optimizer, 99)
+        # Exact: a resume must continue bit for bit; both steps run the same code on the same
+        # bits in the same process.
         for (name, a), b in zip(net.state_dict().items(), resumed.state_dict().values()):
             torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
 

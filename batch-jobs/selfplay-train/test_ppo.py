@@ -96,6 +96,10 @@ class LearnsATrivialProblemTest(unittest.TestCase):
             if first_above is None and win_probability() > 0.9:
                 first_above = update
         elapsed = time.perf_counter() - start
+        # Thresholds on a trained outcome. Sampling turns a last-bit difference in a probability
+        # (another CPU's kernels) into another action now and then, and the run then goes another
+        # way; so each bound must hold for any run, not just this one. Over seeds 0-11: initial
+        # 0.13-0.15, above 90 % after 2-5 updates, final >= 0.9948 and the last rollout >= 0.96.
         self.assertLess(initial, 0.3)  # about 1/7 before training
         self.assertIsNotNone(first_above, f"never above 90 % in {self.UPDATES} updates")
         self.assertGreater(win_probability(), 0.95, "learnt, then lost it")

@@ -15,7 +15,9 @@ One iteration:
 
 Everything random comes from one numpy Generator (the bots) and one CPU torch Generator
 (sampling and minibatch shuffles), whose states travel in the checkpoint, so a resumed run
-continues exactly where an uninterrupted one would have been.
+continues exactly where an uninterrupted one would have been on the same kind of CPU. A spot job
+resumed on another CPU family runs other SIMD kernels, whose last bits can send a sampled move
+another way: the run is then as valid, not the same.
 """
 from __future__ import annotations
 
