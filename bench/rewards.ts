@@ -53,8 +53,8 @@ export async function measureRewards(): Promise<RewardsFigures> {
   rmSync(dir, { recursive: true, force: true });
 
   const totalSteps = 8000;
-  const spec = { reward_source: readFileSync(join(REPO_ROOT, 'batch-jobs/reward-train/rewards/shaped_reward.py'), 'utf8'), seed: 1, total_steps: totalSteps, num_envs: 8, evaluation_episodes: 0 };
-  const job = (workDir: string) => ({ jobDir: 'batch-jobs/reward-train', workDir, args: ['main.py', '--spec', '/job/spec.json', '--output-dir', '/job/out'] });
+  const spec = { reward_source: readFileSync(join(REPO_ROOT, 'batch-jobs/rewards-train/rewards/shaped_reward.py'), 'utf8'), seed: 1, total_steps: totalSteps, num_envs: 8, evaluation_episodes: 0 };
+  const job = (workDir: string) => ({ jobDir: 'batch-jobs/rewards-train', workDir, args: ['main.py', '--spec', '/job/spec.json', '--output-dir', '/job/out'] });
   const rewardSecondsIn = (dir: string) => (JSON.parse(readFileSync(join(dir, 'out', 'result.json'), 'utf8')) as { rewardSeconds: number }).rewardSeconds;
   dir = workDir();
   writeFileSync(join(dir, 'spec.json'), JSON.stringify(spec));
@@ -76,7 +76,7 @@ export async function measureRewards(): Promise<RewardsFigures> {
   writeFileSync(join(plainDir, 'spec.json'), JSON.stringify(spec));
   t = performance.now();
   const plainRun = spawnSync('/usr/bin/python3', ['-B', 'main.py', '--spec', join(plainDir, 'spec.json'), '--output-dir', join(plainDir, 'out')], {
-    cwd: join(REPO_ROOT, 'batch-jobs/reward-train'),
+    cwd: join(REPO_ROOT, 'batch-jobs/rewards-train'),
     env: { PATH: '/usr/bin:/bin', PYTHONPATH: join(REPO_ROOT, 'batch-jobs/common'), OMP_NUM_THREADS: '1', OPENBLAS_NUM_THREADS: '1' },
   });
   const trainPlainSeconds = (performance.now() - t) / 1000;

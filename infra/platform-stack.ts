@@ -37,7 +37,7 @@ import { PipelineFunction } from '#pipelines/steps/function.ts';
 import { httpAccessLogFormat } from '#pipelines/steps/access-log.ts';
 import { iam5Resource } from '#pipelines/steps/nag-findings.ts';
 import { acknowledge } from './nag.ts';
-import { ANTHROPIC_KEY_PLACEHOLDER } from '#shared/reward/propose.ts';
+import { ANTHROPIC_KEY_PLACEHOLDER } from '#shared/rewards/propose.ts';
 
 /** Context keys (cdk.json) that supply the defaults of the matching props. */
 export const PLATFORM_CONTEXT = {

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 data="$(mktemp -d)"
 trap 'rm -rf "$data"' EXIT
-python3 batch-jobs/lm/make_benchmarks.py "$data" --rows 500
+python3 batch-jobs/evals-lm/make_benchmarks.py "$data" --rows 500
 npx frontier benchmarks add arithmetic --data "$data/arithmetic.jsonl" --scorer exact-number --sample-size 200 \
   --description "GSM8K-style one-operation word problems, held out" "$@"
 npx frontier benchmarks add reversal --data "$data/reversal.jsonl" --scorer exact-string --sample-size 200 \

@@ -12,7 +12,7 @@ import { main } from '#infra/cli.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { startFakeClaude } from '../test/support/fake-claude.ts';
 
-const shaped = readFileSync(join(REPO_ROOT, 'batch-jobs/reward-train/rewards/shaped_reward.py'), 'utf8');
+const shaped = readFileSync(join(REPO_ROOT, 'batch-jobs/rewards-train/rewards/shaped_reward.py'), 'utf8');
 const candidate = (name: string, rationale: string, source: string) => ({ name, rationale, source });
 const fn = (body: string) => `import math\n\ndef reward(obs, action, next_obs, done, info):\n    ${body}\n`;
 

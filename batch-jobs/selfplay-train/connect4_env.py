@@ -1,7 +1,7 @@
 """Connect Four for N games at once, in numpy: the trainer's environment and its two bots.
 
-The rules, the observation and the seat plan are the same as shared/connect4.ts and
-shared/bots.ts; both are tested against test/fixtures/connect4/vectors.json.
+The rules, the observation and the seat plan are the same as shared/selfplay/connect4.ts and
+shared/selfplay/bots.ts; both are tested against test/fixtures/connect4/vectors.json.
 
 Board layout (as in TypeScript): boards[g, row, col], 6 rows x 7 columns, row 0 = the BOTTOM row;
 a cell holds 0 (empty), 1 (the player who moved first) or -1 (the player who moved second). The

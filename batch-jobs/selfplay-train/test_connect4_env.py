@@ -137,7 +137,7 @@ class SeatPlanTest(unittest.TestCase):
                 self.assertLessEqual(abs(2 * int(first.sum()) - games), 1)
 
     def test_same_plan_as_typescript(self):
-        # seatPlan(7, 3) in shared/connect4.ts: groups 0,1,2,0,1,2,0; first when i // 3 + group is even.
+        # seatPlan(7, 3) in shared/selfplay/connect4.ts: groups 0,1,2,0,1,2,0; first when i // 3 + group is even.
         group, first = seat_plan(7, 3)
         self.assertEqual(group.tolist(), [0, 1, 2, 0, 1, 2, 0])
         self.assertEqual(first.tolist(), [True, False, True, False, True, False, True])

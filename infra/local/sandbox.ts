@@ -470,7 +470,7 @@ export const SANDBOX_PATHS = {
 } as const;
 
 export interface PythonJobOptions {
-  /** The job folder: absolute, or relative to the repository (batch-jobs/reward-train). */
+  /** The job folder: absolute, or relative to the repository (batch-jobs/rewards-train). */
   readonly jobDir: string;
   /** The run's private work dir (see SandboxOptions.workDir). */
   readonly workDir: string;

@@ -4,7 +4,7 @@
  * registry": the suite is every registered benchmark, the guard the registry's guard settings.
  */
 import { z } from 'zod';
-import { BENCHMARK_NAME } from '#shared/benchmarks.ts';
+import { BENCHMARK_NAME } from '#shared/evals/benchmarks.ts';
 
 export const EvalsConfig = z
   .object({

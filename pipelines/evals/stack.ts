@@ -15,7 +15,7 @@ import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct } from 'constructs';
 import { join } from 'node:path';
-import { MANIFEST_PATTERN } from '#shared/checkpoints.ts';
+import { MANIFEST_PATTERN } from '#shared/evals/checkpoints.ts';
 import { ENV } from '#shared/table.ts';
 import {
   BatchJob,
@@ -77,7 +77,7 @@ export class EvalsStack extends Stack {
       s3GrantFindings(leaderboardFn, bucket, ['put'], `data/${EVALS_PIPELINE}/*`, 'Writes content-addressed leaderboard files under data/evals/leaderboard/<sha256>/ only.'),
     );
     const evalJob = new BatchJob(this, 'Eval', {
-      job: 'lm',
+      job: 'evals-lm',
       command: ['python3', 'eval_main.py'],
       gpus: 1,
       vcpus: 4,

@@ -1,5 +1,5 @@
 /**
- * The checkpoint producer's config: the fields of batch-jobs/lm/train_main.py's spec (snake_case,
+ * The checkpoint producer's config: the fields of batch-jobs/evals-lm/train_main.py's spec (snake_case,
  * as the job reads them), checked here too so a bad value is named before a job starts. The job
  * writes checkpoints under checkpoints/<run>/<step>/ of the platform bucket.
  */

@@ -1,5 +1,5 @@
 /**
- * The checkpoint producer: one Batch GPU job (batch-jobs/lm/train_main.py) trains a small
+ * The checkpoint producer: one Batch GPU job (batch-jobs/evals-lm/train_main.py) trains a small
  * GPT-style model as a base model (English text and string reversal), then fine-tunes it on
  * arithmetic word problems, uploading a checkpoint every few steps under checkpoints/<run>/.
  * Each upload's manifest starts the evals pipeline; this pipeline only trains. Any other
@@ -24,7 +24,7 @@ export class LmSftStack extends Stack {
     const { resources } = props;
     const steps: StepScope = { pipeline: LM_SFT_PIPELINE, resources };
     const job = new BatchJob(this, 'Train', {
-      job: 'lm',
+      job: 'evals-lm',
       command: ['python3', 'train_main.py'],
       gpus: 1,
       vcpus: 4,

@@ -5,7 +5,7 @@
  * from earlier runs.
  */
 import { z } from 'zod';
-import { DEFAULT_MAX_HEAVY_ATOMS } from '#shared/chem/pool.ts';
+import { DEFAULT_MAX_HEAVY_ATOMS } from '#shared/molecules/pool.ts';
 
 export const MoleculesConfig = z
   .object({

@@ -61,7 +61,7 @@ export class MolecularDiscoveryStack extends Stack {
 
     // The oracle: GFN2-xTB on the CPU queue (Node 22 and Debian's xtb in the image).
     const oracleJob = new BatchJob(this, 'Oracle', {
-      job: 'oracle-xtb',
+      job: 'molecules-oracle',
       entry: 'main.ts',
       vcpus: 2,
       timeout: Duration.hours(2),

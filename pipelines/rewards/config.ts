@@ -6,9 +6,9 @@
  * `finalSeeds`: 3 x finalTrainSeeds more policies.
  */
 import { z } from 'zod';
-import { MAX_TRAIN_TIMEOUT_SECONDS, MIN_TRAIN_TIMEOUT_SECONDS } from '#shared/reward/loop.ts';
+import { MAX_TRAIN_TIMEOUT_SECONDS, MIN_TRAIN_TIMEOUT_SECONDS } from '#shared/rewards/loop.ts';
 import { DEFAULT_CLAUDE_MODEL } from '#shared/clients/anthropic.ts';
-import { MAX_SOURCE_CHARS } from '#shared/reward/propose.ts';
+import { MAX_SOURCE_CHARS } from '#shared/rewards/propose.ts';
 
 const seeds = (max: number) => z.array(z.int().min(0).max(2 ** 31 - 1)).min(1).max(max);
 

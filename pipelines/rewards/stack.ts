@@ -25,7 +25,7 @@ import type { Construct } from 'constructs';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ENV } from '#shared/table.ts';
-import { MAX_TRAIN_TIMEOUT_SECONDS } from '#shared/reward/loop.ts';
+import { MAX_TRAIN_TIMEOUT_SECONDS } from '#shared/rewards/loop.ts';
 import {
   BatchJob,
   documentFunction,
@@ -44,7 +44,7 @@ import { SandboxNetwork } from '#pipelines/steps/sandbox-network.ts';
 export const REWARDS_PIPELINE = 'rewards';
 export const REWARD_ARTIFACT = 'reward-search';
 const functions = join(REPO_ROOT, 'functions', 'rewards');
-const rewardsDir = join(REPO_ROOT, 'batch-jobs', 'reward-train', 'rewards');
+const rewardsDir = join(REPO_ROOT, 'batch-jobs', 'rewards-train', 'rewards');
 
 export interface RewardSearchStackProps extends StackProps {
   readonly resources: StepResources & { readonly vpc: IVpc };
@@ -64,7 +64,7 @@ export class RewardSearchStack extends Stack {
 
     const network = new SandboxNetwork(this, 'Sandbox', { vpc: resources.vpc, bucket: resources.bucket });
     this.trainJob = new BatchJob(this, 'Train', {
-      job: 'reward-train',
+      job: 'rewards-train',
       vcpus: 1,
       timeout: Duration.seconds(MAX_TRAIN_TIMEOUT_SECONDS),
       attempts: 1,

@@ -28,7 +28,7 @@ import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { LogGroup } from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
 import { join } from 'node:path';
-import { ARENA_ENV, ARENA_SCOPES, CHAMPION_ARTIFACT } from '#shared/arena.ts';
+import { ARENA_ENV, ARENA_SCOPES, CHAMPION_ARTIFACT } from '#shared/selfplay/arena.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { artifactVersionKey, ENV } from '#shared/table.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';

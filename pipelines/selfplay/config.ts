@@ -4,7 +4,7 @@
  * before any job starts.
  */
 import { z } from 'zod';
-import { LEARNING_RATE_SCHEDULES, TRAINING_GROUPS } from '#shared/league-doc.ts';
+import { LEARNING_RATE_SCHEDULES, TRAINING_GROUPS } from '#shared/selfplay/league-doc.ts';
 
 const even = (what: string) => (n: number) => n % 2 === 0 || `${what} must be even, so that each side moves first in exactly half of the games`;
 const evenInt = (min: number, max: number, what: string) =>

@@ -38,7 +38,7 @@ import {
 } from '#pipelines/steps/index.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { acknowledgeFindings, s3GrantFindings } from '#pipelines/steps/nag-findings.ts';
-import { CHAMPION_ARTIFACT } from '#shared/arena.ts';
+import { CHAMPION_ARTIFACT } from '#shared/selfplay/arena.ts';
 import { Arena, arenaPublicFromContext } from './arena.ts';
 
 export const SELFPLAY_PIPELINE = 'selfplay';

@@ -14,7 +14,7 @@ import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { chromium, type Browser, type Page, type Response as PageResponse } from 'playwright-core';
 import type { Execution, LocalRuntime } from '#infra/local/runtime.ts';
 import { approvalDigest, approvalLink, csrfToken, linkSignature } from '#shared/approval.ts';
-import { moleculeSvg } from '#shared/chem/pool.ts';
+import { moleculeSvg } from '#shared/molecules/pool.ts';
 import { dynamoClient, s3Client } from '#shared/clients/aws.ts';
 import { canonicalJson, sha256Hex } from '#shared/json.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';

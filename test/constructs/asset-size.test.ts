@@ -18,7 +18,7 @@ import * as cxapi from 'aws-cdk-lib/cx-api';
 import type { CloudAssembly } from 'aws-cdk-lib/cx-api';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { PlatformStack, type PlatformResources } from '#infra/platform-stack.ts';
-import { ProbeStack } from '../fixtures/probe/stack.ts';
+import { ProbeStack } from '#pipelines/probe/stack.ts';
 import { MolecularDiscoveryStack } from '#pipelines/molecules/stack.ts';
 import { RewardSearchStack } from '#pipelines/rewards/stack.ts';
 

@@ -25,7 +25,7 @@ describe('MolecularDiscovery stack', () => {
     const job = stack.node.findAll().find((c): c is BatchJob => c instanceof BatchJob)!;
     assert.equal(job, stack.oracleJob);
     assert.equal(job.queue, (app.node.findChild('FrontierPlatform') as unknown as { resources: { cpuQueue: unknown } }).resources.cpuQueue);
-    for (const file of ['shared/chem/xtb.ts', 'shared/chem/rdkit.ts', 'batch-jobs/oracle-xtb/main.ts', 'batch-jobs/oracle-xtb/Dockerfile']) {
+    for (const file of ['shared/molecules/xtb.ts', 'shared/molecules/rdkit.ts', 'batch-jobs/molecules-oracle/main.ts', 'batch-jobs/molecules-oracle/Dockerfile']) {
       assert.ok(job.codeVersion.components[file], `oracle code version covers ${file}`);
     }
     const [definitionResource] = Object.values(template.findResources('AWS::Batch::JobDefinition')) as { Properties: { ContainerProperties: { Command: string[] } } }[];
@@ -43,7 +43,7 @@ describe('MolecularDiscovery stack', () => {
     assert.equal(env('Record').ORACLE_CODE_VERSION, stack.oracleJob.codeVersion.hash);
     // The surrogate's code is part of the propose step's version.
     const propose = fns.find((f) => f.node.id === 'Propose')!;
-    assert.ok(propose.codeVersion.components['shared/chem/surrogate.ts']);
+    assert.ok(propose.codeVersion.components['shared/molecules/surrogate.ts']);
     assert.ok(propose.codeVersion.components['npm:@rdkit/rdkit'], 'RDKit ships beside the bundle, counted by version');
   });
 

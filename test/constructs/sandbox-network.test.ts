@@ -95,12 +95,12 @@ describe('SandboxNetwork', () => {
     const { stack, resources } = minimalScope();
     const vpc = new ec2.Vpc(stack, 'Vpc', { maxAzs: 2, natGateways: 0, subnetConfiguration: [{ name: 'public', subnetType: ec2.SubnetType.PUBLIC, cidrMask: 20 }] });
     const network = new SandboxNetwork(stack, 'Sandbox', { vpc, bucket: resources.bucket });
-    const job = new BatchJob(stack, 'Train', { job: 'reward-train', sandbox: { network, outputs: ['policy.json', 'curves.json'], limits: { cpuSeconds: 600 } }, resources });
+    const job = new BatchJob(stack, 'Train', { job: 'rewards-train', sandbox: { network, outputs: ['policy.json', 'curves.json'], limits: { cpuSeconds: 600 } }, resources });
     assert.equal(job.queue, network.queue);
-    const paired = new BatchJob(stack, 'Paired', { job: 'reward-train', sandbox: { network, outputs: ['policy.json'], worker: 'reward_channel.py' }, resources });
+    const paired = new BatchJob(stack, 'Paired', { job: 'rewards-train', sandbox: { network, outputs: ['policy.json'], worker: 'reward_channel.py' }, resources });
     assert.throws(
-      () => new BatchJob(stack, 'NoWorker', { job: 'reward-train', sandbox: { network, outputs: ['policy.json'], worker: 'missing.py' }, resources }),
-      /sandbox\.worker: must be a Python script in batch-jobs\/reward-train\/ \(got "missing\.py"\)/,
+      () => new BatchJob(stack, 'NoWorker', { job: 'rewards-train', sandbox: { network, outputs: ['policy.json'], worker: 'missing.py' }, resources }),
+      /sandbox\.worker: must be a Python script in batch-jobs\/rewards-train\/ \(got "missing\.py"\)/,
     );
     const template = Template.fromStack(stack);
     const definitions = template.findResources('AWS::Batch::JobDefinition');
@@ -122,7 +122,7 @@ describe('SandboxNetwork', () => {
     assert.deepEqual(pairedDefinition!.Metadata[META.jobSandbox], { outputs: ['policy.json'], limits: {}, worker: 'reward_channel.py' });
 
     assert.throws(
-      () => new BatchJob(stack, 'Bad', { job: 'reward-train', sandbox: { network, outputs: ['result.json'] }, resources }),
+      () => new BatchJob(stack, 'Bad', { job: 'rewards-train', sandbox: { network, outputs: ['result.json'] }, resources }),
       /sandbox\.outputs: must be plain file names other than result\.json/,
     );
   });
@@ -131,8 +131,8 @@ describe('SandboxNetwork', () => {
     const { stack, resources, steps } = minimalScope();
     const vpc = new ec2.Vpc(stack, 'Vpc', { maxAzs: 2, natGateways: 0, subnetConfiguration: [{ name: 'public', subnetType: ec2.SubnetType.PUBLIC, cidrMask: 20 }] });
     const network = new SandboxNetwork(stack, 'Sandbox', { vpc, bucket: resources.bucket });
-    const sandboxed = new BatchJob(stack, 'Train', { job: 'reward-train', timeout: Duration.minutes(30), sandbox: { network, outputs: ['policy.json'] }, resources });
-    const trusted = new BatchJob(stack, 'Plain', { job: 'reward-train', resources });
+    const sandboxed = new BatchJob(stack, 'Train', { job: 'rewards-train', timeout: Duration.minutes(30), sandbox: { network, outputs: ['policy.json'] }, resources });
+    const trusted = new BatchJob(stack, 'Plain', { job: 'rewards-train', resources });
     const chain = step(stack, 'train', { run: runJob(sandboxed, steps), inputs: { 'seed.$': '$.seed' }, resultPath: '$.train' })
       .next(step(stack, 'plain', { run: runJob(trusted, steps), inputs: { 'seed.$': '$.seed' }, resultPath: '$.plain' }));
     new sfn.StateMachine(stack, 'Machine', { definitionBody: sfn.DefinitionBody.fromChainable(chain) });

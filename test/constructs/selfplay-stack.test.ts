@@ -50,7 +50,7 @@ describe('SelfPlayLeague stack', () => {
       assert.ok(job.codeVersion.components[`batch-jobs/selfplay-train/${file}`], `training code version covers ${file}`);
     }
     const match = stack.node.findChild('Match') as PipelineFunction;
-    for (const file of ['shared/connect4.ts', 'shared/match.ts', 'shared/bots.ts', 'shared/clients/onnx.ts']) {
+    for (const file of ['shared/selfplay/connect4.ts', 'shared/selfplay/match.ts', 'shared/selfplay/bots.ts', 'shared/selfplay/onnx.ts']) {
       assert.ok(match.codeVersion.components[file], `match code version covers ${file}`);
     }
     assert.ok(match.codeVersion.components['npm:onnxruntime-node'], 'and the onnxruntime-node version');

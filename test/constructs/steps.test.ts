@@ -29,7 +29,7 @@ import {
 import { lowerDistributedMaps } from '#infra/local/distributed-map.ts';
 import { prepareAsl } from '#infra/local/asl-prepass.ts';
 import { buildApp } from '#infra/build-app.ts';
-import { PROBE_PIPELINE } from '../fixtures/probe/stack.ts';
+import { PROBE_PIPELINE } from '#pipelines/probe/stack.ts';
 import { definitionOf, minimalScope } from '../support/stacks.ts';
 
 // ---- rendering ----------------------------------------------------------------------------

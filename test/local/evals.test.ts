@@ -17,7 +17,7 @@ import type { ExecutionRecord, LocalRuntime } from '#infra/local/runtime.ts';
 import { pipelineNamed } from '#infra/cli/config.ts';
 import { backfill } from '#infra/cli/benchmarks.ts';
 import { getArtifactVersion, listArtifactVersions } from '#shared/artifacts.ts';
-import { registerBenchmark, setGuardSettings } from '#shared/benchmarks.ts';
+import { registerBenchmark, setGuardSettings } from '#shared/evals/benchmarks.ts';
 import { s3Client } from '#shared/clients/aws.ts';
 import { sha256Hex } from '#shared/json.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';
@@ -58,7 +58,7 @@ describe('evaluate every checkpoint (test size)', () => {
 
   before(async () => {
     dataDir = mkdtempSync(join(tmpdir(), 'evals-bench-'));
-    const made = spawnSync(python, [join(REPO_ROOT, 'batch-jobs/lm/make_benchmarks.py'), dataDir, '--rows', '300'], { encoding: 'utf8' });
+    const made = spawnSync(python, [join(REPO_ROOT, 'batch-jobs/evals-lm/make_benchmarks.py'), dataDir, '--rows', '300'], { encoding: 'utf8' });
     assert.equal(made.status, 0, made.stderr);
     runtime = await startTestRuntime({ pipelines: [pipelineNamed(EVALS_PIPELINE), pipelineNamed(LM_SFT_PIPELINE)] });
     runtime.on('executionDone', (record: ExecutionRecord) => {

@@ -13,7 +13,7 @@ import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { LocalRuntime, type ExecutionRecord } from '#infra/local/runtime.ts';
 import { dynamoClient } from '#shared/clients/aws.ts';
 import { getArtifactVersion, listArtifactVersions } from '#shared/artifacts.ts';
-import { ProbeConfig } from '../fixtures/probe/config.ts';
+import { ProbeConfig } from '#pipelines/probe/config.ts';
 
 const config = (overrides: Record<string, unknown> = {}) => ProbeConfig.parse({ items: [1, 2, 3], ...overrides });
 

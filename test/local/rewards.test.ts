@@ -18,13 +18,13 @@ import { REWARDS_SIZES, RewardsConfig } from '#pipelines/rewards/config.ts';
 import { REWARD_ARTIFACT, REWARDS_PIPELINE } from '#pipelines/rewards/stack.ts';
 import { s3Client } from '#shared/clients/aws.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';
-import { readSearch } from '#shared/reward/steps.ts';
+import { readSearch } from '#shared/rewards/steps.ts';
 import { startFakeClaude, type FakeClaude } from '../support/fake-claude.ts';
 import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
 
 const probe = await sandboxAvailable();
 const skip = probe.available ? false : `no sandbox here: ${probe.reason}`;
-const shaped = readFileSync(join(REPO_ROOT, 'batch-jobs/reward-train/rewards/shaped_reward.py'), 'utf8');
+const shaped = readFileSync(join(REPO_ROOT, 'batch-jobs/rewards-train/rewards/shaped_reward.py'), 'utf8');
 const candidate = (name: string, source: string) => ({ name, rationale: `try ${name}`, source });
 /** A candidate's source: `lines` (what it does when loaded), then a reward of 0 everywhere. */
 const zeroRewardAfter = (lines: string[]) => [...lines, '', 'def reward(obs, action, next_obs, done, info):', '    return 0.0', ''].join('\n');
@@ -197,7 +197,7 @@ describe('reward search on the embedded runtime (test size)', { skip }, () => {
     assert.ok(attempts, "the candidate's attempts came back in the trainer's error");
     assert.match(attempts, /PermissionError|OSError|FileNotFoundError/);
     assert.ok(!attempts.includes('written'), attempts);
-    assert.ok(!readFileSync(join(REPO_ROOT, 'batch-jobs/reward-train/trainer.py'), 'utf8').includes('changed by a candidate'));
+    assert.ok(!readFileSync(join(REPO_ROOT, 'batch-jobs/rewards-train/trainer.py'), 'utf8').includes('changed by a candidate'));
     // What the thief found (in the trainer's error, whole): no key of ours, no credentials, no endpoint.
     const stolen = await jobResultContaining(rt.resources.buckets[0]!, 'stolen');
     assert.ok(stolen, "the thief's findings came back in the trainer's error");

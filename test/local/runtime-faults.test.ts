@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LocalRuntime } from '#infra/local/runtime.ts';
 import { EmulatorStartError } from '#shared/errors.ts';
-import { ProbeConfig } from '../fixtures/probe/config.ts';
+import { ProbeConfig } from '#pipelines/probe/config.ts';
 
 const input = { config: ProbeConfig.parse({ items: [5, 6] }) };
 const dirs: string[] = [];

@@ -12,7 +12,7 @@ import { DeleteCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { LocalRuntime, type ExecutionRecord } from '#infra/local/runtime.ts';
 import { dynamoClient, s3Client } from '#shared/clients/aws.ts';
 import { getArtifactVersion } from '#shared/artifacts.ts';
-import { LeagueDoc } from '#shared/league-doc.ts';
+import { LeagueDoc } from '#shared/selfplay/league-doc.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';
 import { SELFPLAY_SIZES, SelfPlayConfig } from '#pipelines/selfplay/config.ts';
 import { CHAMPION_ARTIFACT_NAME, SELFPLAY_PIPELINE } from '#pipelines/selfplay/stack.ts';

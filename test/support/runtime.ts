@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LocalRuntime, type RuntimeOptions } from '#infra/local/runtime.ts';
-import { ProbeConfig } from '../fixtures/probe/config.ts';
+import { ProbeConfig } from '#pipelines/probe/config.ts';
 
 /** Starts a runtime in a new temporary data directory; retries wait 1 ms so failures are quick. */
 export async function startTestRuntime(options: Omit<RuntimeOptions, 'dataDir'> = {}): Promise<LocalRuntime> {

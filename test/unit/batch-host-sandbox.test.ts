@@ -16,13 +16,13 @@ import { sandboxAvailable } from '#infra/local/sandbox.ts';
 import { TaskError } from '#infra/local/lambda-host.ts';
 import { LOCAL_KEY } from '#infra/local/resolve.ts';
 import { resetClients, s3Client } from '#shared/clients/aws.ts';
-import { gradePolicy, parsePolicy } from '#shared/mountaincar.ts';
+import { gradePolicy, parsePolicy } from '#shared/rewards/mountaincar.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 
 const BUCKET = 'sandbox-jobs';
 const probe = await sandboxAvailable();
 const skip = probe.available ? false : `no sandbox here: ${probe.reason}`;
-const shaped = readFileSync(join(REPO_ROOT, 'batch-jobs/reward-train/rewards/shaped_reward.py'), 'utf8');
+const shaped = readFileSync(join(REPO_ROOT, 'batch-jobs/rewards-train/rewards/shaped_reward.py'), 'utf8');
 
 describe('local Batch host: sandboxed jobs', () => {
   let work: string;
@@ -32,7 +32,7 @@ describe('local Batch host: sandboxed jobs', () => {
   const def = (limits: Record<string, number> = {}): LocalJobDefinition => ({
     arn: 'arn:aws:batch:us-east-1:000000000000:job-definition/train:1',
     name: 'train',
-    jobDir: 'batch-jobs/reward-train',
+    jobDir: 'batch-jobs/rewards-train',
     command: ['python3', 'main.py'],
     environment: {},
     timeoutSeconds: 60,

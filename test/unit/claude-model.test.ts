@@ -10,7 +10,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { DEFAULT_CLAUDE_MODEL } from '#shared/clients/anthropic.ts';
-import { anthropicClient } from '#shared/reward/propose.ts';
+import { anthropicClient } from '#shared/rewards/propose.ts';
 import { PIPELINES } from '#infra/registry.ts';
 import { startFakeClaude, type FakeClaude } from '../support/fake-claude.ts';
 

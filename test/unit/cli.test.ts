@@ -310,8 +310,8 @@ describe('cli: local commands end to end', () => {
     // Record an entry made with an older code version of prepare: its manifest differs in one file.
     const versions = join(dir, 'code-versions');
     const current = readdirSync(versions).map((f) => ({ f, c: JSON.parse(readFileSync(join(versions, f), 'utf8')) as Record<string, string> }))
-      .find(({ c }) => 'test/fixtures/probe/functions/prepare.ts' in c)!;
-    const older = { ...current.c, 'test/fixtures/probe/functions/prepare.ts': '0'.repeat(64) };
+      .find(({ c }) => 'functions/probe/prepare/handler.ts' in c)!;
+    const older = { ...current.c, 'functions/probe/prepare/handler.ts': '0'.repeat(64) };
     const olderHash = 'f'.repeat(64);
     writeFileSync(join(versions, `${olderHash}.json`), JSON.stringify(older));
     const { LocalRuntime } = await import('#infra/local/runtime.ts');
@@ -331,7 +331,7 @@ describe('cli: local commands end to end', () => {
     const explain = capture();
     assert.equal(await main(['cache', 'explain', 'probe', 'prepare', '--data-dir', dir], explain.io), 0);
     assert.match(explain.text(), /code version: CHANGED ffffffffffff -> [0-9a-f]{12}/);
-    assert.match(explain.text(), /changed: test\/fixtures\/probe\/functions\/prepare\.ts/);
+    assert.match(explain.text(), /changed: functions\/probe\/prepare\/handler\.ts/);
   });
 
   it('diffJson names nested paths', () => {

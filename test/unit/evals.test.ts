@@ -9,12 +9,12 @@ import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { DynamoDBDocumentClient, GetCommand, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
-import { checkBenchmarkData, registerBenchmark, selectSuite, type BenchmarkEntry } from '#shared/benchmarks.ts';
-import { checkpointContentHash, evalArtifactNames, locateCheckpoint, parseManifest, runSlug } from '#shared/checkpoints.ts';
+import { checkBenchmarkData, registerBenchmark, selectSuite, type BenchmarkEntry } from '#shared/evals/benchmarks.ts';
+import { checkpointContentHash, evalArtifactNames, locateCheckpoint, parseManifest, runSlug } from '#shared/evals/checkpoints.ts';
 import { ARTIFACT_NAME } from '#shared/artifacts.ts';
 import { ConfigError } from '#shared/errors.ts';
-import { currentResults, decideRelease, type EvalMetrics } from '#shared/guard.ts';
-import { leaderboardHtml } from '#shared/leaderboard.ts';
+import { currentResults, decideRelease, type EvalMetrics } from '#shared/evals/guard.ts';
+import { leaderboardHtml } from '#shared/evals/leaderboard.ts';
 
 const HASH = (c: string) => c.repeat(64);
 const manifest = (files = [{ name: 'model.safetensors', sha256: HASH('a'), size: 10 }, { name: 'config.json', sha256: HASH('b'), size: 2 }]) =>

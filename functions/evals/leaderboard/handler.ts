@@ -6,12 +6,12 @@
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { z } from 'zod';
 import { listArtifactVersions } from '#shared/artifacts.ts';
-import { listBenchmarks } from '#shared/benchmarks.ts';
+import { listBenchmarks } from '#shared/evals/benchmarks.ts';
 import { s3Client } from '#shared/clients/aws.ts';
 import { requireEnv } from '#shared/env.ts';
-import { currentResults, decideRelease, EvalMetrics, type GuardDecision } from '#shared/guard.ts';
+import { currentResults, decideRelease, EvalMetrics, type GuardDecision } from '#shared/evals/guard.ts';
 import { canonicalJson, sha256Hex } from '#shared/json.ts';
-import { leaderboardHtml, type EvalFailure } from '#shared/leaderboard.ts';
+import { leaderboardHtml, type EvalFailure } from '#shared/evals/leaderboard.ts';
 import { parseOrThrow } from '#shared/schema.ts';
 import { ENV } from '#shared/table.ts';
 

@@ -6,8 +6,8 @@
  */
 import { GetObjectCommand, HeadObjectCommand } from '@aws-sdk/client-s3';
 import { z } from 'zod';
-import { getGuardSettings, listBenchmarks, selectSuite } from '#shared/benchmarks.ts';
-import { checkpointContentHash, evalArtifactNames, locateCheckpoint, parseManifest } from '#shared/checkpoints.ts';
+import { getGuardSettings, listBenchmarks, selectSuite } from '#shared/evals/benchmarks.ts';
+import { checkpointContentHash, evalArtifactNames, locateCheckpoint, parseManifest } from '#shared/evals/checkpoints.ts';
 import { s3Client } from '#shared/clients/aws.ts';
 import { requireEnv } from '#shared/env.ts';
 import { ConfigError, errorName } from '#shared/errors.ts';

@@ -4,7 +4,7 @@
  * pending. Pools are stored by what they were built from, so later runs reuse them.
  */
 import { z } from 'zod';
-import { prepareCampaign } from '#shared/chem/campaign.ts';
+import { prepareCampaign } from '#shared/molecules/campaign.ts';
 import { requireEnv } from '#shared/env.ts';
 import { parseOrThrow } from '#shared/schema.ts';
 import { ENV } from '#shared/table.ts';

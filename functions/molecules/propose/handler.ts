@@ -4,7 +4,7 @@
  * oracle jobs and written as the approval email's items.
  */
 import { z } from 'zod';
-import { proposeStep } from '#shared/chem/campaign.ts';
+import { proposeStep } from '#shared/molecules/campaign.ts';
 import { requireEnv } from '#shared/env.ts';
 import { parseOrThrow } from '#shared/schema.ts';
 import { ENV } from '#shared/table.ts';

@@ -3,9 +3,9 @@
  * campaign; fresh results into the oracle cache, so no molecule is measured twice.
  */
 import { z } from 'zod';
-import { recordStep } from '#shared/chem/campaign.ts';
-import { DECISIONS } from '#shared/chem/discovery.ts';
-import { XtbSettings } from '#shared/chem/store.ts';
+import { recordStep } from '#shared/molecules/campaign.ts';
+import { DECISIONS } from '#shared/molecules/discovery.ts';
+import { XtbSettings } from '#shared/molecules/store.ts';
 import { requireEnv } from '#shared/env.ts';
 import { parseOrThrow } from '#shared/schema.ts';
 import { ENV } from '#shared/table.ts';

@@ -3,9 +3,9 @@
  * for the publish step.
  */
 import { z } from 'zod';
-import { readCampaign, readPool } from '#shared/chem/store.ts';
+import { readCampaign, readPool } from '#shared/molecules/store.ts';
 import { writeFile } from '#shared/documents.ts';
-import { discoveryMetrics, discoveryReportHtml, measurementsCsv } from '#shared/chem/report.ts';
+import { discoveryMetrics, discoveryReportHtml, measurementsCsv } from '#shared/molecules/report.ts';
 import { requireEnv } from '#shared/env.ts';
 import { canonicalJson, sha256Hex } from '#shared/json.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';

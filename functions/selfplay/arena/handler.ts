@@ -2,12 +2,12 @@
  * The arena (API Gateway HTTP API, payload 2.0): `GET /arena` serves the page (public, so it can
  * offer sign-in), `GET /` sends there, and `POST /arena/move` plays the champion's reply to the
  * game in the body (behind the JWT authorizer unless the arena is public). The protocol and its
- * errors are in shared/arena.ts; the champion comes from the artifact index (./champion.ts).
+ * errors are in shared/selfplay/arena.ts; the champion comes from the artifact index (./champion.ts).
  */
 import type { APIGatewayProxyEventV2WithJWTAuthorizer, APIGatewayProxyStructuredResultV2 as Result } from 'aws-lambda';
 import {
   arenaErrorResponse, arenaSignInFromEnv, CHAMPION_ARTIFACT, parseArenaRequest, playArenaTurn, replayArenaGame,
-} from '#shared/arena.ts';
+} from '#shared/selfplay/arena.ts';
 import { requireEnv } from '#shared/env.ts';
 import { ENV } from '#shared/table.ts';
 import { ChampionSource } from './champion.ts';

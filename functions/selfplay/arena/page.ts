@@ -2,7 +2,7 @@
  * The arena page: one HTML document with its style and script inline, no framework and no
  * external URL, so it works offline and locally exactly as deployed.
  *
- * The script holds the game (the server is stateless, shared/arena.ts) and signs in with the
+ * The script holds the game (the server is stateless, shared/selfplay/arena.ts) and signs in with the
  * authorization-code flow and PKCE against the Cognito domain (a public client: no secret). The
  * embedded runtime serves the same OAuth endpoints on loopback (infra/local/http-api.ts), so the
  * same code path runs in tests. Tokens stay in sessionStorage: one tab, gone when it closes.
@@ -12,7 +12,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import type { ArenaSignIn } from '#shared/arena.ts';
+import type { ArenaSignIn } from '#shared/selfplay/arena.ts';
 
 /** Where the page posts moves: an absolute path, since the page may be opened as /arena or /arena/. */
 export const MOVE_PATH = '/arena/move';

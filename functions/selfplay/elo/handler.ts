@@ -7,8 +7,8 @@
  */
 import { z } from 'zod';
 import { requireEnv } from '#shared/env.ts';
-import { LEARNING_RATE_SCHEDULES, leagueSummary, newLeague, recordMatches } from '#shared/league-doc.ts';
-import { readLeague, writeLeague } from '#shared/league-store.ts';
+import { LEARNING_RATE_SCHEDULES, leagueSummary, newLeague, recordMatches } from '#shared/selfplay/league-doc.ts';
+import { readLeague, writeLeague } from '#shared/selfplay/league-store.ts';
 import { parseOrThrow } from '#shared/schema.ts';
 import { ENV } from '#shared/table.ts';
 

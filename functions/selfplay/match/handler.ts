@@ -3,11 +3,11 @@
  * A snapshot's ONNX comes from S3; a corrupt or wrong-shaped one raises InvalidPolicyModel, which
  * retrying cannot fix (the state machine records it for this pair and the league goes on).
  */
-import { createRandomBot, createTacticalBot } from '#shared/bots.ts';
+import { createRandomBot, createTacticalBot } from '#shared/selfplay/bots.ts';
 import { readObjectBytes } from '#shared/clients/aws.ts';
-import { loadOnnxPolicy, type OnnxPolicy } from '#shared/clients/onnx.ts';
-import { botSeed, MatchRequest, toMatchResult, type LeaguePlayer } from '#shared/league.ts';
-import { botPolicy, playMatch, type Policy } from '#shared/match.ts';
+import { loadOnnxPolicy, type OnnxPolicy } from '#shared/selfplay/onnx.ts';
+import { botSeed, MatchRequest, toMatchResult, type LeaguePlayer } from '#shared/selfplay/league.ts';
+import { botPolicy, playMatch, type Policy } from '#shared/selfplay/match.ts';
 import { parseOrThrow } from '#shared/schema.ts';
 
 // Loaded sessions by URI, kept for the container's life: a warm Lambda playing the same snapshot

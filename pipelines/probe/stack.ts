@@ -1,0 +1,164 @@
+/**
+ * The probe pipeline: uses every step kind, so the platform is proven without a product
+ * pipeline (the tests' fixture, and the example of how a pipeline is laid out). Deployed, it verifies an account's setup without a GPU.
+ *
+ * 1. prepare (cached Lambda): write the data file to S3.
+ * 2. square (fan-out, cached Lambda per item): square each item; failures recorded, tolerance from config.
+ * 3. recheck (Distributed Map, when config.distributed): square each item again in child runs
+ *    reading the items from S3, results written to S3, failures within config.maxFailurePercent.
+ * 4. sum (cached Batch job on the CPU queue): sum the squares, write summary.json.
+ * 5. approve (approval gate, when config.approve): email a link and wait for a decision; the
+ *    page shows the items document at config.approvalItemsUri, when there is one.
+ * 6. publish (publish artifact): index summary.json as the `probe-summary` artifact.
+ * Starts from the CLI, or from an upload matching `uploads/probe/*\/manifest.json`.
+ */
+import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import type { Construct } from 'constructs';
+import { join } from 'node:path';
+import { ENV } from '#shared/table.ts';
+import {
+  approvalGate,
+  BatchJob,
+  distributedFanOut,
+  fanOut,
+  invoke,
+  PipelineFunction,
+  PipelineStateMachine,
+  publishArtifact,
+  runJob,
+  S3Trigger,
+  step,
+  type StepResources,
+  type StepScope,
+} from '#pipelines/steps/index.ts';
+import { acknowledgeFindings, s3GrantFindings } from '#pipelines/steps/nag-findings.ts';
+import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
+
+export const PROBE_PIPELINE = 'probe';
+const functions = join(REPO_ROOT, 'functions', 'probe');
+
+export interface ProbeStackProps extends StackProps {
+  readonly resources: StepResources;
+}
+
+export class ProbeStack extends Stack {
+  readonly stateMachine: sfn.StateMachine;
+
+  constructor(scope: Construct, id: string, props: ProbeStackProps) {
+    super(scope, id, props);
+    const steps: StepScope = { pipeline: PROBE_PIPELINE, resources: props.resources };
+    const cache = { scope: steps };
+    const { bucket } = props.resources;
+
+    const prepareFn = new PipelineFunction(this, 'Prepare', {
+      entry: join(functions, 'prepare', 'handler.ts'),
+      environment: { [ENV.bucket]: bucket.bucketName },
+      logRetention: props.resources.logRetention,
+    });
+    // prepare only writes its content-addressed data file (see functions/probe/prepare/handler.ts).
+    bucket.grantPut(prepareFn, 'data/probe/*');
+    acknowledgeFindings(
+      prepareFn,
+      s3GrantFindings(
+        prepareFn,
+        bucket,
+        ['put'],
+        'data/probe/*',
+        'The data file is named by the sha256 of its content (data/probe/<sha256>.json), known only at run time; the grant is limited to that prefix.',
+      ),
+    );
+    const squareFn = new PipelineFunction(this, 'Square', {
+      entry: join(functions, 'square', 'handler.ts'),
+      logRetention: props.resources.logRetention,
+    });
+    const sumJob = new BatchJob(this, 'Sum', { job: 'probe-sum', resources: props.resources, timeout: Duration.minutes(30) });
+
+    const defaults = new sfn.Pass(this, 'Config from trigger', {
+      parameters: {
+        config: {
+          items: [1, 2, 3],
+          maxFailures: 0,
+          distributed: false,
+          maxFailurePercent: 0,
+          approve: false,
+          approvalItemsUri: null,
+          jobFault: 'none',
+          jobTimeoutSeconds: 1800,
+          padKiB: 0,
+          lineage: [],
+          'label.$': '$.trigger.key',
+        },
+        'trigger.$': '$.trigger',
+      },
+    });
+    const prepare = step(this, 'prepare', {
+      run: invoke(prepareFn),
+      inputs: { 'items.$': '$.config.items', 'label.$': '$.config.label', 'padKiB.$': '$.config.padKiB' },
+      resultPath: '$.steps.prepare',
+      cache,
+    });
+    const square = fanOut(this, 'square', {
+      itemsPath: '$.steps.prepare.items',
+      iterator: (s) =>
+        step(s, 'square-item', { run: invoke(squareFn), inputs: { 'x.$': '$.item' }, resultPath: '$.result', cache }),
+      resultPath: '$.steps.square',
+      maxConcurrency: 4,
+      tolerance: { maxFailuresPath: '$.config.maxFailures' },
+    });
+    const recheck = distributedFanOut(this, 'recheck', {
+      scope: steps,
+      itemsKeyPath: '$.steps.prepare.itemsKey',
+      iterator: (s) => step(s, 'recheck-item', { run: invoke(squareFn), inputs: { 'x.$': '$.item' }, resultPath: '$.result' }),
+      resultPath: '$.steps.recheck',
+      maxConcurrency: 4,
+      tolerance: { maxFailurePercentagePath: '$.config.maxFailurePercent' },
+    });
+    const sum = step(this, 'sum', {
+      run: runJob(sumJob, steps, { timeoutPath: '$.config.jobTimeoutSeconds' }),
+      inputs: { 'values.$': '$.steps.square[?(@.ok == true)].value.square', 'fault.$': '$.config.jobFault' },
+      resultPath: '$.steps.sum',
+      cache,
+    });
+    const gate = approvalGate(this, 'approve', {
+      scope: steps,
+      title: 'Publish the probe summary',
+      detailsPath: '$.steps.sum.metrics',
+      itemsUriPath: '$.config.approvalItemsUri',
+      timeout: Duration.hours(1),
+      resultPath: '$.steps.approval',
+    });
+    const publish = publishArtifact(this, 'publish', {
+      scope: steps,
+      name: 'probe-summary',
+      filesPath: '$.steps.sum.files',
+      metricsPath: '$.steps.sum.metrics',
+      lineagePath: '$.config.lineage',
+      resultPath: '$.steps.publish',
+    });
+    const output = new sfn.Pass(this, 'Output', {
+      parameters: { 'total.$': '$.steps.sum.total', 'artifact.$': '$.steps.publish', 'square.$': '$.steps.square', 'steps.$': '$.steps' },
+    });
+    const needsApproval = new sfn.Choice(this, 'Approval required?')
+      .when(sfn.Condition.booleanEquals('$.config.approve', true), gate.next(publish))
+      .otherwise(publish);
+    publish.next(output);
+    const distributed = new sfn.Choice(this, 'Distributed check?')
+      .when(sfn.Condition.booleanEquals('$.config.distributed', true), recheck.next(sum))
+      .otherwise(sum);
+    sum.next(needsApproval);
+    const main = prepare.next(square).next(distributed);
+    const start = new sfn.Choice(this, 'Started by upload?')
+      .when(sfn.Condition.isPresent('$.trigger'), defaults.next(main))
+      .otherwise(main);
+
+    const machine = new PipelineStateMachine(this, 'Pipeline', {
+      pipeline: PROBE_PIPELINE,
+      definition: start,
+      resources: props.resources,
+      timeout: Duration.hours(2),
+    });
+    this.stateMachine = machine.stateMachine;
+    new S3Trigger(this, 'Trigger', { scope: steps, keyPattern: 'uploads/probe/*/manifest.json', stateMachine: this.stateMachine });
+  }
+}
