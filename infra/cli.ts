@@ -27,7 +27,7 @@ import { openLocalData } from './local/data.ts';
 import { LocalRuntime } from './local/runtime.ts';
 import { PIPELINES, type PipelineEntry } from './registry.ts';
 import { REWARDS_PIPELINE } from '../pipelines/rewards/stack.ts';
-import { MissingApiKeyError } from '#shared/rewards/propose.ts';
+import { MissingApiKeyError } from '#shared/rewards/errors.ts';
 import { parseOrThrow } from '#shared/schema.ts';
 import { explainCache } from './cli/cache-explain.ts';
 import { pipelineNamed, resolveConfig } from './cli/config.ts';

@@ -17,7 +17,7 @@ import type { UpdateCommandInput } from '@aws-sdk/lib-dynamodb';
 import type { SendTaskFailureCommandInput, SendTaskSuccessCommandInput } from '@aws-sdk/client-sfn';
 import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import { z } from 'zod';
-import { ConfigError } from './errors.ts';
+import { ApprovalRejected, ConfigError } from './errors.ts';
 import { canonicalJson, sha256Hex } from './json.ts';
 import { valueAt } from './schema.ts';
 import { parseS3Uri } from './s3uri.ts';
@@ -29,7 +29,7 @@ export const RETAIN_AFTER_EXPIRY_SECONDS = 30 * 24 * 3600;
 export const MAX_TIMEOUT_SECONDS = 365 * 24 * 3600;
 export const MAX_COMMENT_CHARS = 500;
 /** The error name a rejected approval fails its task with; pipelines Catch on it. */
-export const APPROVAL_REJECTED = 'ApprovalRejected';
+export const APPROVAL_REJECTED = ApprovalRejected.name;
 /** 128 random bits in base64url, no padding. */
 export const APPROVAL_ID_PATTERN = /^[A-Za-z0-9_-]{22}$/;
 

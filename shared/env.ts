@@ -11,3 +11,15 @@ export function optionalEnv(name: string): string | undefined {
   const value = process.env[name];
   return value === undefined || value === '' ? undefined : value;
 }
+
+/** Environment variable names the constructs set on functions and jobs. */
+export const ENV = {
+  table: 'TABLE_NAME',
+  bucket: 'BUCKET_NAME',
+  signingSecretArn: 'SIGNING_SECRET_ARN',
+  anthropicSecretArn: 'ANTHROPIC_SECRET_ARN',
+  senderEmail: 'SENDER_EMAIL',
+  approvalBaseUrl: 'APPROVAL_BASE_URL',
+  stateMachineArn: 'STATE_MACHINE_ARN',
+  pipeline: 'PIPELINE_NAME',
+} as const;

@@ -36,6 +36,8 @@ export async function bundleOracleJob(outDir: string): Promise<string> {
     target: 'node22',
     outfile,
     banner: { js: BANNER },
+    // Named errors keep their class names (the job's result.json reports error.name).
+    keepNames: true,
     logLevel: 'warning',
   });
   copyFileSync(join(REPO_ROOT, 'node_modules', '@rdkit', 'rdkit', 'dist', 'RDKit_minimal.wasm'), join(outDir, 'RDKit_minimal.wasm'));

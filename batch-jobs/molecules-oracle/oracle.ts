@@ -15,7 +15,8 @@ import { spawn } from 'node:child_process';
 import { z } from 'zod';
 import { ConfigError } from '#shared/errors.ts';
 import { loadRDKit, parseMolecule } from '#shared/molecules/rdkit.ts';
-import { measureGap, XtbMissingError, type XtbOptions } from '#shared/molecules/xtb.ts';
+import { measureGap, type XtbOptions } from '#shared/molecules/xtb.ts';
+import { XtbMissingError } from '#shared/molecules/errors.ts';
 import { parseOrThrow } from '#shared/schema.ts';
 
 /** The most molecules one job measures: a chunk of the pool, small enough that result.json stays well inside a state's 256 KiB. */

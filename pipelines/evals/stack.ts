@@ -16,7 +16,7 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct } from 'constructs';
 import { join } from 'node:path';
 import { MANIFEST_PATTERN } from '#shared/evals/checkpoints.ts';
-import { ENV } from '#shared/table.ts';
+import { ENV } from '#shared/env.ts';
 import {
   BatchJob,
   fanOut,

@@ -16,7 +16,7 @@ import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct } from 'constructs';
 import { join } from 'node:path';
-import { ENV } from '#shared/table.ts';
+import { ENV } from '#shared/env.ts';
 import {
   approvalGate,
   BatchJob,

@@ -24,7 +24,7 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct } from 'constructs';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ENV } from '#shared/table.ts';
+import { ENV } from '#shared/env.ts';
 import { MAX_TRAIN_TIMEOUT_SECONDS } from '#shared/rewards/loop.ts';
 import {
   BatchJob,

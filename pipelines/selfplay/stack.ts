@@ -22,7 +22,7 @@ import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct } from 'constructs';
 import { join } from 'node:path';
-import { ENV } from '#shared/table.ts';
+import { ENV } from '#shared/env.ts';
 import {
   BatchJob,
   documentFunction,
@@ -42,7 +42,6 @@ import { CHAMPION_ARTIFACT } from '#shared/selfplay/arena.ts';
 import { Arena, arenaPublicFromContext } from './arena.ts';
 
 export const SELFPLAY_PIPELINE = 'selfplay';
-export const CHAMPION_ARTIFACT_NAME = CHAMPION_ARTIFACT;
 const functions = join(REPO_ROOT, 'functions', 'selfplay');
 
 export interface SelfPlayStackProps extends StackProps {
@@ -184,7 +183,7 @@ export class SelfPlayLeagueStack extends Stack {
     });
     const publish = publishArtifact(this, 'publish', {
       scope: steps,
-      name: CHAMPION_ARTIFACT_NAME,
+      name: CHAMPION_ARTIFACT,
       filesPath: '$.steps.report.files',
       metricsPath: '$.steps.report.metrics',
       cardUriPath: '$.steps.report.reportUri',

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { APPROVAL_ITEMS_PREFIX } from '#shared/approval.ts';
 import { APPROVAL_REJECTED } from '#shared/approval.ts';
 import { ConfigError } from '#shared/errors.ts';
-import { ENV } from '#shared/table.ts';
+import { ENV } from '#shared/env.ts';
 import { REPO_ROOT } from './code-version.ts';
 import { PipelineFunction, stackSingleton } from './function.ts';
 import { acknowledgeFindings, acknowledgeOnStateMachine, iam5Resource, invokeGrantFinding } from './nag-findings.ts';

@@ -28,7 +28,7 @@ import { Construct } from 'constructs';
 import { existsSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import { ConfigError } from '#shared/errors.ts';
-import { ENV } from '#shared/table.ts';
+import { ENV } from '#shared/env.ts';
 import { jobCodeVersion, nodeJobCodeVersion, REPO_ROOT, type CodeVersion } from './code-version.ts';
 import { META } from './function.ts';
 import { acknowledgeFindings, s3GrantFindings } from './nag-findings.ts';

@@ -110,6 +110,10 @@ export class PipelineFunction extends NodejsFunction {
         format: OutputFormat.ESM,
         target: 'node22',
         sourceMap: true,
+        // Class names survive bundling: a named error's `name` (what Step Functions' ErrorEquals
+        // and the fan-out's records match) comes from its class, and esbuild renames a class
+        // whose name another bundled module also uses unless told to keep names.
+        keepNames: true,
         // The SDK is bundled at the pinned versions rather than taken from the runtime.
         externalModules: shipped,
         commandHooks: shipped.length ? shippedPackageHooks(shipped) : undefined,

@@ -8,7 +8,7 @@ import type { Construct } from 'constructs';
 import { join } from 'node:path';
 import { ConfigError } from '#shared/errors.ts';
 import { ARTIFACT_NAME } from '#shared/artifacts.ts';
-import { ENV } from '#shared/table.ts';
+import { ENV } from '#shared/env.ts';
 import { REPO_ROOT } from './code-version.ts';
 import { PipelineFunction, stackSingleton } from './function.ts';
 import { acknowledgeFindings, s3GrantFindings } from './nag-findings.ts';

@@ -11,7 +11,7 @@ import type { IStateMachine } from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { join } from 'node:path';
 import { ConfigError } from '#shared/errors.ts';
-import { ENV } from '#shared/table.ts';
+import { ENV } from '#shared/env.ts';
 import { TRIGGER_IDENTITY_ENV, type TriggerIdentity } from '#shared/trigger.ts';
 import { REPO_ROOT } from './code-version.ts';
 import { PipelineFunction } from './function.ts';

@@ -10,9 +10,10 @@
  * - record: the oracle's results (or the approver's refusal) into the campaign and the cache.
  */
 import { z } from 'zod';
+import { OracleJobFailed } from './errors.ts';
 import { readObjectBytes } from '../clients/aws.ts';
 import { APPROVAL_ITEMS_PREFIX } from '../approval.ts';
-import { ConfigError, PipelineError } from '../errors.ts';
+import { ConfigError } from '../errors.ts';
 import { jobFailureText } from '../job.ts';
 import { canonicalJson, sha256Hex } from '../json.ts';
 import { parseOrThrow } from '../schema.ts';
@@ -218,9 +219,6 @@ const FanOutResults = z.array(
     z.object({ ok: z.literal(false), error: z.string().optional(), cause: z.string().optional() }).loose(),
   ]),
 );
-
-/** An oracle job failed as a whole (xtb missing, the job crashed): the round cannot be recorded. */
-export class OracleJobFailed extends PipelineError {}
 
 /**
  * Step 3 of a round: the approver's decision and the oracle's results into the campaign. Fresh

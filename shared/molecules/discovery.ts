@@ -12,8 +12,9 @@
  * here take one document and return the next.
  */
 import { z } from 'zod';
+import { CampaignError } from './errors.ts';
 import { quantile } from '../stats.ts';
-import { ConfigError, PipelineError } from '../errors.ts';
+import { ConfigError } from '../errors.ts';
 import { seededRandom } from '../random.ts';
 import { parseOrThrow } from '../schema.ts';
 import { fitTanimotoGp, mae, proposeBatch, spearman, type Acquisition, type Fingerprint } from './surrogate.ts';
@@ -140,8 +141,6 @@ export const Campaign = z
   })
   .strict();
 export type Campaign = z.infer<typeof Campaign>;
-
-export class CampaignError extends PipelineError {}
 
 export function parseCampaign(value: unknown): Campaign {
   return parseOrThrow(Campaign, value, 'campaign');

@@ -16,6 +16,7 @@
  * (charge 0, no unpaired electrons); those would need a charge-separated treatment it does not do.
  */
 import { ConfigError, PipelineError } from '#shared/errors.ts';
+import { InvalidSmilesError, PoolFileError } from './errors.ts';
 import { loadRDKit, parseMolecule, type RDKitMol } from './rdkit.ts';
 
 /** A named SMILES fragment: a scaffold, or a substituent written from its attaching atom. */
@@ -155,26 +156,6 @@ export interface PoolFileOptions {
 export interface FingerprintOptions {
   readonly radius?: number;
   readonly nBits?: number;
-}
-
-/** A pool file that yields nothing usable: binary content, or not one valid molecule. */
-export class PoolFileError extends PipelineError {
-  constructor(
-    readonly source: string,
-    readonly reason: string,
-  ) {
-    super(`pool file ${source}: ${reason}`);
-  }
-}
-
-/** A SMILES that RDKit cannot parse, given where a valid molecule is required. */
-export class InvalidSmilesError extends PipelineError {
-  constructor(
-    readonly smiles: string,
-    readonly reason: string,
-  ) {
-    super(`invalid SMILES ${JSON.stringify(smiles)}: ${reason}`);
-  }
 }
 
 const EXAMPLES_PER_REASON = 3;

@@ -20,6 +20,7 @@
  * it is a few dozen lines and avoids a numeric dependency in the Lambda bundle.
  */
 import { z } from 'zod';
+import { CholeskyError } from './errors.ts';
 import { ConfigError, PipelineError } from '#shared/errors.ts';
 import { seededRandom } from '#shared/random.ts';
 
@@ -154,9 +155,6 @@ class TanimotoIndex {
 // ---------------------------------------------------------------------------------------------
 // Linear algebra (dense, row-major n x n Float64Array)
 // ---------------------------------------------------------------------------------------------
-
-/** The matrix could not be factored even with the largest jitter allowed. */
-export class CholeskyError extends PipelineError {}
 
 export interface CholeskyResult {
   /** Lower-triangular L, row-major n x n (upper triangle zero), with L L^T = A + jitter I. */

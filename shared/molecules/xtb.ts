@@ -13,20 +13,13 @@
  * another seed, and then recorded as failed with that reason.
  */
 import { spawn } from 'node:child_process';
+import { XtbMissingError } from './errors.ts';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PipelineError } from '../errors.ts';
 import { seededRandom } from '../random.ts';
 import { parseMolecule, loadRDKit } from './rdkit.ts';
-
-/** xtb is not installed (or not on PATH): no molecule can be measured. */
-export class XtbMissingError extends PipelineError {
-  constructor(command: string) {
-    super(`${command}: not found; install Debian's xtb package (apt-get install xtb)`);
-    this.name = 'XtbMissingError';
-  }
-}
 
 export interface Atom {
   readonly element: string;

@@ -10,7 +10,8 @@ import { z } from 'zod';
 import { readObjectBytes } from '../clients/aws.ts';
 import { errorName } from '../errors.ts';
 import { jobFailureText } from '../job.ts';
-import { MAX_POLICY_BYTES, gradePolicy, PolicyFormatError } from './mountaincar.ts';
+import { MAX_POLICY_BYTES, gradePolicy } from './mountaincar.ts';
+import { PolicyFormatError } from './errors.ts';
 import { parseOrThrow } from '../schema.ts';
 import { evenlySpaced, MAX_CURVE_POINTS, type CurvePoint, type SeedResult } from './search.ts';
 

@@ -23,6 +23,7 @@
  * seeds must differ from training seeds (`excludeSeeds` enforces it).
  */
 import { ConfigError, PipelineError, describeValue } from '#shared/errors.ts';
+import { PolicyFormatError } from './errors.ts';
 import { seededRandom } from '#shared/random.ts';
 
 export const MIN_POSITION = -1.2;
@@ -107,18 +108,6 @@ export const MAX_POLICY_BYTES = 1024 * 1024;
 /** The largest magnitude of any weight or bias: keeps every logit finite (no Infinity - Infinity). */
 export const MAX_ABS_PARAMETER = 1e6;
 const POLICY_KEYS = ['activation', 'format', 'layers', 'obs_offset', 'obs_scale'];
-
-/** A policy document that is not exactly the data-only format; `field` names where. */
-export class PolicyFormatError extends PipelineError {
-  /** `got`, when given, is the value received (shown shortened); omit it where it says nothing. */
-  constructor(
-    readonly field: string,
-    readonly reason: string,
-    ...got: [unknown?]
-  ) {
-    super(`policy ${field}: ${reason}${got.length > 0 ? ` (got ${describeValue(got[0])})` : ''}`);
-  }
-}
 
 export interface DenseLayer {
   readonly rows: number;

@@ -7,11 +7,12 @@
  * reported about itself).
  */
 import { Anthropic } from '@anthropic-ai/sdk';
+import { MissingApiKeyError, ProposalError } from './errors.ts';
 import { zodOutputFormat } from '@anthropic-ai/sdk/helpers/zod';
 import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
 import { z } from 'zod';
 import { secretsClient } from '../clients/aws.ts';
-import { ConfigError, PipelineError } from '../errors.ts';
+import { ConfigError } from '../errors.ts';
 import { parseOrThrow } from '../schema.ts';
 
 /**
@@ -121,8 +122,6 @@ export function buildProposeParams(request: ProposeRequest) {
   };
 }
 
-export class ProposalError extends PipelineError {}
-
 /**
  * Checks what the model returned beyond the schema: exactly K candidates, unique names, and a
  * source that defines the interface's function. Nothing here runs the source.
@@ -165,9 +164,6 @@ export async function proposeRewards(client: Anthropic, request: ProposeRequest)
     },
   };
 }
-
-/** No API key: the CLI says so and offers reward files instead. */
-export class MissingApiKeyError extends PipelineError {}
 
 /**
  * The API key: ANTHROPIC_API_KEY when set (local mode), else the secret the platform stores

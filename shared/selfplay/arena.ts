@@ -18,8 +18,9 @@
  *   3. `playArenaTurn`: the champion's reply when it is to move; the state either way.
  */
 import { z } from 'zod';
+import { ArenaGameOverError, ArenaMoveError, ChampionUnavailable } from './errors.ts';
 import { COLS, ROWS, CELLS, Game, type Player } from './connect4.ts';
-import { ConfigError, PipelineError } from '../errors.ts';
+import { ConfigError } from '../errors.ts';
 import { chooseMoves, type Policy } from './match.ts';
 import { seededRandom } from '../random.ts';
 import { parseOrThrow } from '../schema.ts';
@@ -48,15 +49,6 @@ export type Side = 'first' | 'second';
 export const SIDES: readonly Side[] = ['first', 'second'];
 /** From the person's side: won, lost or drawn, or still playing. */
 export type ArenaStatus = 'playing' | 'won' | 'lost' | 'draw';
-
-/** A move the rules forbid: not a column 0..6, or into a full column. HTTP 400. */
-export class ArenaMoveError extends ConfigError {}
-
-/** A move after the game ended, or a finished game sent again. HTTP 409: start a new game. */
-export class ArenaGameOverError extends ConfigError {}
-
-/** No champion to play: none published yet, or the latest cannot be loaded. HTTP 503. */
-export class ChampionUnavailable extends PipelineError {}
 
 /**
  * The request body. Moves are checked one by one by `replayArenaGame` rather than by the schema,

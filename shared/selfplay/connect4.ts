@@ -17,6 +17,7 @@
  * for a win only on the four lines through the last piece.
  */
 import { PipelineError, ConfigError } from '#shared/errors.ts';
+import { IllegalMoveError } from './errors.ts';
 
 export const ROWS = 6;
 export const COLS = 7;
@@ -28,17 +29,6 @@ export const OBSERVATION_SIZE = 3 * CELLS;
 export type Player = 1 | -1;
 /** 1 or -1 = that player won, 0 = draw (full board), null = not over. */
 export type Outcome = Player | 0 | null;
-
-/** A move that the rules forbid: off the board, into a full column, or after the game ended. */
-export class IllegalMoveError extends PipelineError {
-  constructor(
-    readonly game: number,
-    readonly column: unknown,
-    readonly reason: string,
-  ) {
-    super(`game ${game}: column ${String(column)} is illegal: ${reason}`);
-  }
-}
 
 // Stored in the outcome array while a game goes on; any other value is the Outcome itself.
 const ONGOING = 2;

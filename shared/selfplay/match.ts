@@ -78,21 +78,6 @@ export interface Policy {
   ): Promise<void> | void;
 }
 
-/**
- * A model that cannot serve as a policy: unreadable, or not [batch, 126] float32 in and
- * [batch, 7] logits out. Names the file (or the label of the bytes) and what is wrong. Retrying
- * cannot fix it, so state machines leave it out of Retry.
- */
-export class InvalidPolicyModel extends PipelineError {
-  constructor(
-    readonly source: string,
-    readonly problem: string,
-    options?: { cause?: unknown },
-  ) {
-    super(`${source}: not a usable Connect Four policy: ${problem}`, options);
-  }
-}
-
 /** A built-in bot (shared/selfplay/bots.ts) as a Policy: it reads the boards from the context, not the observations. */
 export function botPolicy(bot: Bot): Policy {
   return {

@@ -16,7 +16,8 @@ import { readFile } from 'node:fs/promises';
 import * as ort from 'onnxruntime-node';
 import { COLS, OBSERVATION_SIZE } from '#shared/selfplay/connect4.ts';
 import { NotFoundError } from '#shared/errors.ts';
-import { InvalidPolicyModel, selectFromLogits, type MoveContext, type Policy } from '#shared/selfplay/match.ts';
+import { selectFromLogits, type MoveContext, type Policy } from '#shared/selfplay/match.ts';
+import { InvalidPolicyModel } from '#shared/selfplay/errors.ts';
 
 export interface OnnxPolicyOptions {
   /** The policy's name in match results (a snapshot id, for example). */

@@ -15,12 +15,13 @@ import type { Construct } from 'constructs';
 import { z } from 'zod';
 import { ARENA_ENV, CHAMPION_ARTIFACT } from '#shared/selfplay/arena.ts';
 import { ConfigError } from '#shared/errors.ts';
-import { ENV } from '#shared/table.ts';
+import { ENV } from '#shared/env.ts';
 import type { StepResources } from '#pipelines/steps/resources.ts';
 import { Arena, ARENA_PUBLIC_CONTEXT, arenaPublicFromContext, type ArenaProps } from '#pipelines/selfplay/arena.ts';
 import { buildApp } from '#infra/build-app.ts';
 import type { PipelineEntry } from '#infra/registry.ts';
 import { minimalScope } from '../support/stacks.ts';
+import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 
 const STACK_ID = 'ArenaTest';
 
@@ -180,7 +181,13 @@ describe('Arena (default: sign-in through Cognito)', () => {
     });
   });
 
-  it('ships onnxruntime-node with the function (the metadata the bundler hook reads)', () => {
+  it('ships onnxruntime-node with the function, which runs on Node 22 with room for a model', () => {
+    // onnxruntime-node is shipped next to the bundle (a native module esbuild cannot bundle): its
+    // version is part of the function's code version, which is how the bundler hook is chosen
+    // (test/constructs/asset-size.test.ts opens the built asset and loads the binary).
+    const components = stack.arena.function.codeVersion.components;
+    assert.equal(components['npm:onnxruntime-node'], JSON.parse(readFileSync(join(REPO_ROOT, 'node_modules/onnxruntime-node/package.json'), 'utf8')).version);
+    assert.ok(components['npm:onnxruntime-common'], `shipped packages: ${Object.keys(components).filter((k) => k.startsWith('npm:'))}`);
     template.hasResourceProperties('AWS::Lambda::Function', { Runtime: 'nodejs22.x', MemorySize: 1024, Timeout: 20 });
   });
 

@@ -15,7 +15,8 @@ import { getArtifactVersion } from '#shared/artifacts.ts';
 import { LeagueDoc } from '#shared/selfplay/league-doc.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';
 import { SELFPLAY_SIZES, SelfPlayConfig } from '#pipelines/selfplay/config.ts';
-import { CHAMPION_ARTIFACT_NAME, SELFPLAY_PIPELINE } from '#pipelines/selfplay/stack.ts';
+import { SELFPLAY_PIPELINE } from '#pipelines/selfplay/stack.ts';
+import { CHAMPION_ARTIFACT } from '#shared/selfplay/arena.ts';
 import { pipelineNamed } from '#infra/cli/config.ts';
 import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
 
@@ -72,7 +73,7 @@ describe('self-play league on the embedded runtime (test size)', () => {
     assert.equal(league.generations[0]!.train.iteration.length, config.iterations);
 
     const where = { table: runtime.resources.tables[0]!, bucket: runtime.resources.buckets[0]! };
-    const artifact = await getArtifactVersion(where, CHAMPION_ARTIFACT_NAME);
+    const artifact = await getArtifactVersion(where, CHAMPION_ARTIFACT);
     assert.deepEqual(artifact.files.map((f) => f.name).sort(), ['champion.onnx', 'config.json', 'elo.json', 'head-to-head.json', 'league.json', 'report.html']);
     const html = await readText(out.reportUri);
     assert.match(html, /<svg/);

@@ -1,11 +1,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ConfigError } from '#shared/errors.ts';
-import {
-  bitCount, buildDefaultPool, canonicalSmiles, checkPoolMolecule, DEFAULT_SCAFFOLDS, DEFAULT_SUBSTITUENTS, heavyAtomCount,
-  InvalidSmilesError, moleculeSvg, morganFingerprint, netCharge, parsePoolFile, PoolFileError, renumberRingClosures, tanimoto,
-  type Fragment,
-} from '#shared/molecules/pool.ts';
+import { bitCount, buildDefaultPool, canonicalSmiles, checkPoolMolecule, DEFAULT_SCAFFOLDS, DEFAULT_SUBSTITUENTS, heavyAtomCount, moleculeSvg, morganFingerprint, netCharge, parsePoolFile, renumberRingClosures, tanimoto, type Fragment } from '#shared/molecules/pool.ts';
+import { InvalidSmilesError, PoolFileError } from '#shared/molecules/errors.ts';
 import { loadRDKit } from '#shared/molecules/rdkit.ts';
 
 const scaffolds = (...names: string[]): Fragment[] => names.map((n) => DEFAULT_SCAFFOLDS.find((s) => s.name === n)!);

@@ -5,7 +5,8 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { bondChanges, bondsFromCoordinates, measureGap, startGeometry, XtbMissingError, type Atom } from '#shared/molecules/xtb.ts';
+import { bondChanges, bondsFromCoordinates, measureGap, startGeometry, type Atom } from '#shared/molecules/xtb.ts';
+import { XtbMissingError } from '#shared/molecules/errors.ts';
 import { assertClose } from '../support/floats.ts';
 
 describe('xtb oracle, one molecule', () => {

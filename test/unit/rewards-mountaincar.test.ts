@@ -3,27 +3,8 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ConfigError } from '#shared/errors.ts';
-import {
-  GOAL_POSITION,
-  LAYER_SHAPES,
-  MAX_POLICY_BYTES,
-  MAX_SPEED,
-  MIN_POSITION,
-  OBS_OFFSET,
-  OBS_SCALE,
-  POLICY_FORMAT,
-  PolicyFormatError,
-  TIME_LIMIT,
-  createGreedyActor,
-  gradePolicy,
-  parsePolicy,
-  policyLogits,
-  runEpisode,
-  startPositions,
-  step,
-  type Action,
-  type CarState,
-} from '#shared/rewards/mountaincar.ts';
+import { GOAL_POSITION, LAYER_SHAPES, MAX_POLICY_BYTES, MAX_SPEED, MIN_POSITION, OBS_OFFSET, OBS_SCALE, POLICY_FORMAT, TIME_LIMIT, createGreedyActor, gradePolicy, parsePolicy, policyLogits, runEpisode, startPositions, step, type Action, type CarState } from '#shared/rewards/mountaincar.ts';
+import { PolicyFormatError } from '#shared/rewards/errors.ts';
 import { assertClose } from '../support/floats.ts';
 
 const fixture = (name: string): string => fileURLToPath(new URL(`../fixtures/mountaincar/${name}`, import.meta.url));

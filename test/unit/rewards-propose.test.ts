@@ -5,9 +5,8 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  anthropicClient, buildProposeParams, checkProposal, MissingApiKeyError, proposeRewards, resolveApiKey, type ProposeRequest, type RewardTask,
-} from '#shared/rewards/propose.ts';
+import { anthropicClient, buildProposeParams, checkProposal, proposeRewards, resolveApiKey, type ProposeRequest, type RewardTask } from '#shared/rewards/propose.ts';
+import { MissingApiKeyError } from '#shared/rewards/errors.ts';
 import { startFakeClaude, type FakeClaude } from '../support/fake-claude.ts';
 
 const task: RewardTask = {

@@ -17,15 +17,13 @@ import { DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import type { APIGatewayProxyEventV2WithJWTAuthorizer, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { mockClient } from 'aws-sdk-client-mock';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
-import {
-  ARENA_ENV, ArenaGameOverError, ArenaMoveError, arenaErrorResponse, arenaSignInFromEnv, CHAMPION_ARTIFACT, CHAMPION_FILE,
-  CHAMPION_RECHECK_MS, ChampionUnavailable, parseArenaRequest, playArenaTurn, replayArenaGame, type ArenaRequest,
-} from '#shared/selfplay/arena.ts';
+import { ARENA_ENV, arenaErrorResponse, arenaSignInFromEnv, CHAMPION_ARTIFACT, CHAMPION_FILE, CHAMPION_RECHECK_MS, parseArenaRequest, playArenaTurn, replayArenaGame, type ArenaRequest } from '#shared/selfplay/arena.ts';
+import { ArenaGameOverError, ArenaMoveError, ChampionUnavailable } from '#shared/selfplay/errors.ts';
 import { loadOnnxPolicy, type OnnxPolicy } from '#shared/selfplay/onnx.ts';
 import { Game } from '#shared/selfplay/connect4.ts';
 import { ConfigError } from '#shared/errors.ts';
 import type { Policy } from '#shared/selfplay/match.ts';
-import { ENV } from '#shared/table.ts';
+import { ENV } from '#shared/env.ts';
 import { ChampionSource } from '#functions/selfplay/arena/champion.ts';
 import { MOVE_PATH, renderArenaPage } from '#functions/selfplay/arena/page.ts';
 

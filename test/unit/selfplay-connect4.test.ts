@@ -1,17 +1,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import {
-  COLS,
-  CELLS,
-  OBSERVATION_SIZE,
-  Game,
-  GameBatch,
-  IllegalMoveError,
-  encodeObservation,
-  seatPlan,
-  type Player,
-} from '#shared/selfplay/connect4.ts';
+import { COLS, CELLS, OBSERVATION_SIZE, Game, GameBatch, encodeObservation, seatPlan, type Player } from '#shared/selfplay/connect4.ts';
+import { IllegalMoveError } from '#shared/selfplay/errors.ts';
 import { createRandomBot, createTacticalBot, playOut, tacticalCandidates } from '#shared/selfplay/bots.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { VECTORS_PATH, renderVectorsFile, type Vector } from '../fixtures/connect4/make-vectors.ts';

@@ -13,15 +13,8 @@ import { createRandomBot, createTacticalBot } from '#shared/selfplay/bots.ts';
 import { COLS, Game, GameBatch, ROWS } from '#shared/selfplay/connect4.ts';
 import { ConfigError, NotFoundError } from '#shared/errors.ts';
 import { seededRandom } from '#shared/random.ts';
-import {
-  botPolicy,
-  chooseMoves,
-  InvalidPolicyModel,
-  playMatch,
-  selectFromLogits,
-  type MatchResult,
-  type Policy,
-} from '#shared/selfplay/match.ts';
+import { botPolicy, chooseMoves, playMatch, selectFromLogits, type MatchResult, type Policy } from '#shared/selfplay/match.ts';
+import { InvalidPolicyModel } from '#shared/selfplay/errors.ts';
 import { loadOnnxPolicy, type OnnxPolicy } from '#shared/selfplay/onnx.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 
@@ -295,28 +288,6 @@ describe('playMatch', () => {
       await assert.rejects(playMatch({ a: bot, b: bot, games: 2, seed: 0.5, mode: 'greedy' }), ConfigError);
       await assert.rejects(playMatch({ a: bot, b: bot, games: 2, seed: 1, mode: 'best' as 'greedy' }), /mode: must be one of greedy, sample/);
     });
-  });
-
-  it('throughput: NN vs NN, 400 games, one thread (figures only)', async (t) => {
-    // Greedy play of one network against itself repeats the same two games (one per seat), so
-    // the sampled runs are printed too: varied games, with rounds up to the full 42 plies.
-    const measure = async (label: string, a: Policy, b: Policy, mode: 'greedy' | 'sample') => {
-      const runs: Array<{ ms: number; result: MatchResult }> = [];
-      for (let rep = 0; rep < 5; rep++) {
-        const start = performance.now();
-        const result = await playMatch({ a, b, games: 400, seed: rep, mode });
-        runs.push({ ms: performance.now() - start, result });
-      }
-      runs.sort((x, y) => x.ms - y.ms);
-      const { ms, result } = runs[2]; // the median of five
-      t.diagnostic(
-        `${label}, ${mode}: ${(400_000 / ms).toFixed(0)} games/s (${ms.toFixed(1)} ms per 400 games, ` +
-          `${(result.plies / 400).toFixed(1)} plies per game, ${result.rounds} rounds, ${result.policyCalls} calls)`,
-      );
-    };
-    await measure('mlp vs itself (one session, one call per ply)', mlp, mlp, 'greedy');
-    await measure('mlp vs a second session (two calls per ply, as in a league match)', mlp, mlpOther, 'greedy');
-    await measure('mlp vs a second session', mlp, mlpOther, 'sample');
   });
 });
 

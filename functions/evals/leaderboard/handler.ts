@@ -8,12 +8,11 @@ import { z } from 'zod';
 import { listArtifactVersions } from '#shared/artifacts.ts';
 import { listBenchmarks } from '#shared/evals/benchmarks.ts';
 import { s3Client } from '#shared/clients/aws.ts';
-import { requireEnv } from '#shared/env.ts';
+import { ENV, requireEnv } from '#shared/env.ts';
 import { currentResults, decideRelease, EvalMetrics, type GuardDecision } from '#shared/evals/guard.ts';
 import { canonicalJson, sha256Hex } from '#shared/json.ts';
 import { leaderboardHtml, type EvalFailure } from '#shared/evals/leaderboard.ts';
 import { parseOrThrow } from '#shared/schema.ts';
-import { ENV } from '#shared/table.ts';
 
 const table = requireEnv(ENV.table);
 const bucket = requireEnv(ENV.bucket);

@@ -9,11 +9,10 @@ import { z } from 'zod';
 import { getGuardSettings, listBenchmarks, selectSuite } from '#shared/evals/benchmarks.ts';
 import { checkpointContentHash, evalArtifactNames, locateCheckpoint, parseManifest } from '#shared/evals/checkpoints.ts';
 import { s3Client } from '#shared/clients/aws.ts';
-import { requireEnv } from '#shared/env.ts';
+import { ENV, requireEnv } from '#shared/env.ts';
 import { ConfigError, errorName } from '#shared/errors.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';
 import { parseOrThrow } from '#shared/schema.ts';
-import { ENV } from '#shared/table.ts';
 
 const table = requireEnv(ENV.table);
 

@@ -5,9 +5,8 @@
  */
 import { z } from 'zod';
 import { proposeStep } from '#shared/molecules/campaign.ts';
-import { requireEnv } from '#shared/env.ts';
+import { ENV, requireEnv } from '#shared/env.ts';
 import { parseOrThrow } from '#shared/schema.ts';
-import { ENV } from '#shared/table.ts';
 
 const ctx = {
   bucket: requireEnv(ENV.bucket),

@@ -6,9 +6,8 @@ import { z } from 'zod';
 import { recordStep } from '#shared/molecules/campaign.ts';
 import { DECISIONS } from '#shared/molecules/discovery.ts';
 import { XtbSettings } from '#shared/molecules/store.ts';
-import { requireEnv } from '#shared/env.ts';
+import { ENV, requireEnv } from '#shared/env.ts';
 import { parseOrThrow } from '#shared/schema.ts';
-import { ENV } from '#shared/table.ts';
 
 const ctx = {
   bucket: requireEnv(ENV.bucket),

@@ -6,11 +6,10 @@ import { z } from 'zod';
 import { readCampaign, readPool } from '#shared/molecules/store.ts';
 import { writeFile } from '#shared/documents.ts';
 import { discoveryMetrics, discoveryReportHtml, measurementsCsv } from '#shared/molecules/report.ts';
-import { requireEnv } from '#shared/env.ts';
+import { ENV, requireEnv } from '#shared/env.ts';
 import { canonicalJson, sha256Hex } from '#shared/json.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';
 import { parseOrThrow } from '#shared/schema.ts';
-import { ENV } from '#shared/table.ts';
 
 const bucket = requireEnv(ENV.bucket);
 const pipeline = requireEnv(ENV.pipeline);

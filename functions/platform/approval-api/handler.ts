@@ -17,9 +17,9 @@ import { formAction, htmlResponse, messageResponse, renderApprovalPage, renderDe
 import { approvalItemsForPage } from '#shared/clients/approval-items.ts';
 import { dynamoClient, sfnClient } from '#shared/clients/aws.ts';
 import { signingKeyLoader } from '#shared/clients/signing-key.ts';
-import { requireEnv } from '#shared/env.ts';
+import { ENV, requireEnv } from '#shared/env.ts';
 import { ConfigError, errorName } from '#shared/errors.ts';
-import { approvalKey, ENV } from '#shared/table.ts';
+import { approvalKey } from '#shared/table.ts';
 
 const TABLE = requireEnv(ENV.table);
 const SIGNING_SECRET_ARN = requireEnv(ENV.signingSecretArn);

@@ -14,8 +14,7 @@ import { renderApprovalEmail } from '#shared/approval-page.ts';
 import { readApprovalItems } from '#shared/clients/approval-items.ts';
 import { dynamoClient, sesClient } from '#shared/clients/aws.ts';
 import { signingKeyLoader } from '#shared/clients/signing-key.ts';
-import { optionalEnv, requireEnv } from '#shared/env.ts';
-import { ENV } from '#shared/table.ts';
+import { ENV, optionalEnv, requireEnv } from '#shared/env.ts';
 
 const TABLE = requireEnv(ENV.table);
 const BUCKET = requireEnv(ENV.bucket);

@@ -1,9 +1,8 @@
 /** Publish artifact: copy the files under artifacts/<name>/<version>/ and index the version. */
 import { z } from 'zod';
 import { publishArtifact } from '#shared/artifacts.ts';
-import { requireEnv } from '#shared/env.ts';
+import { ENV, requireEnv } from '#shared/env.ts';
 import { parseOrThrow } from '#shared/schema.ts';
-import { ENV } from '#shared/table.ts';
 
 const where = { table: requireEnv(ENV.table), bucket: requireEnv(ENV.bucket) };
 const Event = z.object({ request: z.record(z.string(), z.unknown()), executionId: z.string().min(1) });

@@ -3,8 +3,7 @@
  * exactly once per object (see startExecutionOnce in shared/trigger.ts). EventBridge's own
  * Step Functions target cannot name the execution, hence this Lambda.
  */
-import { optionalEnv, requireEnv } from '#shared/env.ts';
-import { ENV } from '#shared/table.ts';
+import { ENV, optionalEnv, requireEnv } from '#shared/env.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { parseObjectCreatedEvent, startExecutionOnce, TRIGGER_IDENTITIES, TRIGGER_IDENTITY_ENV, type TriggerIdentity, type TriggerResult } from '#shared/trigger.ts';
 

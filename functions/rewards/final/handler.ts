@@ -1,9 +1,8 @@
 /** Reward search, the final: plan (the winner and both baselines) or record (their graded seeds). */
 import { z } from 'zod';
-import { requireEnv } from '#shared/env.ts';
+import { ENV, requireEnv } from '#shared/env.ts';
 import { finalPlanStep, finalRecordStep } from '#shared/rewards/steps.ts';
 import { parseOrThrow } from '#shared/schema.ts';
-import { ENV } from '#shared/table.ts';
 
 const ctx = { bucket: requireEnv(ENV.bucket), pipeline: requireEnv(ENV.pipeline) };
 

@@ -1,7 +1,6 @@
 /** Reward search, step 1 of a generation: the candidates (Claude, or reward files) and their training items. */
-import { optionalEnv } from '#shared/env.ts';
+import { ENV, optionalEnv } from '#shared/env.ts';
 import { proposeStep } from '#shared/rewards/steps.ts';
-import { ENV } from '#shared/table.ts';
 
 const anthropicSecretArn = optionalEnv(ENV.anthropicSecretArn);
 

@@ -1,7 +1,6 @@
 /** Reward search, step 3 of a generation: the graded seeds into the search document. */
-import { requireEnv } from '#shared/env.ts';
+import { ENV, requireEnv } from '#shared/env.ts';
 import { recordStep } from '#shared/rewards/steps.ts';
-import { ENV } from '#shared/table.ts';
 
 const ctx = { bucket: requireEnv(ENV.bucket), pipeline: requireEnv(ENV.pipeline) };
 

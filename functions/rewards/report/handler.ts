@@ -1,7 +1,6 @@
 /** Reward search report: the HTML report, the winning reward function and the search document. */
-import { requireEnv } from '#shared/env.ts';
+import { ENV, requireEnv } from '#shared/env.ts';
 import { reportStep } from '#shared/rewards/steps.ts';
-import { ENV } from '#shared/table.ts';
 
 const ctx = { bucket: requireEnv(ENV.bucket), pipeline: requireEnv(ENV.pipeline) };
 

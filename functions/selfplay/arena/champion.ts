@@ -16,7 +16,8 @@
  * A Lambda container runs one request at a time, so the replaced session is released at once.
  */
 import { getArtifactVersion, type ArtifactVersion, type IndexLocation } from '#shared/artifacts.ts';
-import { CHAMPION_ARTIFACT, CHAMPION_FILE, CHAMPION_RECHECK_MS, ChampionUnavailable } from '#shared/selfplay/arena.ts';
+import { CHAMPION_ARTIFACT, CHAMPION_FILE, CHAMPION_RECHECK_MS } from '#shared/selfplay/arena.ts';
+import { ChampionUnavailable } from '#shared/selfplay/errors.ts';
 import { readObjectBytes } from '#shared/clients/aws.ts';
 import { loadOnnxPolicy, type OnnxPolicy } from '#shared/selfplay/onnx.ts';
 import { NotFoundError, errorName } from '#shared/errors.ts';

@@ -8,8 +8,7 @@ import type { APIGatewayProxyEventV2WithJWTAuthorizer, APIGatewayProxyStructured
 import {
   arenaErrorResponse, arenaSignInFromEnv, CHAMPION_ARTIFACT, parseArenaRequest, playArenaTurn, replayArenaGame,
 } from '#shared/selfplay/arena.ts';
-import { requireEnv } from '#shared/env.ts';
-import { ENV } from '#shared/table.ts';
+import { ENV, requireEnv } from '#shared/env.ts';
 import { ChampionSource } from './champion.ts';
 import { MOVE_PATH, renderArenaPage } from './page.ts';
 

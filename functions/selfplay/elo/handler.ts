@@ -6,11 +6,10 @@
  * generation's PPO settings, its learning rate scheduled.
  */
 import { z } from 'zod';
-import { requireEnv } from '#shared/env.ts';
+import { ENV, requireEnv } from '#shared/env.ts';
 import { LEARNING_RATE_SCHEDULES, leagueSummary, newLeague, recordMatches } from '#shared/selfplay/league-doc.ts';
 import { readLeague, writeLeague } from '#shared/selfplay/league-store.ts';
 import { parseOrThrow } from '#shared/schema.ts';
-import { ENV } from '#shared/table.ts';
 
 const bucket = requireEnv(ENV.bucket);
 const pipeline = requireEnv(ENV.pipeline);

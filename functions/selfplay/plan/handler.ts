@@ -4,11 +4,10 @@
  * requests (the match fan-out's items), with the count of failed matches tolerated.
  */
 import { z } from 'zod';
-import { requireEnv } from '#shared/env.ts';
+import { ENV, requireEnv } from '#shared/env.ts';
 import { addSnapshot } from '#shared/selfplay/league-doc.ts';
 import { readLeague, writeLeague } from '#shared/selfplay/league-store.ts';
 import { parseOrThrow } from '#shared/schema.ts';
-import { ENV } from '#shared/table.ts';
 
 const bucket = requireEnv(ENV.bucket);
 const pipeline = requireEnv(ENV.pipeline);

@@ -7,13 +7,12 @@ import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { z } from 'zod';
 import { CHAMPION_FILE } from '#shared/selfplay/arena.ts';
 import { s3Client } from '#shared/clients/aws.ts';
-import { requireEnv } from '#shared/env.ts';
+import { ENV, requireEnv } from '#shared/env.ts';
 import { canonicalJson, sha256Hex } from '#shared/json.ts';
 import { championMetrics, championSummary, eloTable, leagueHeadToHead, leagueReportHtml } from '#shared/selfplay/league-report.ts';
 import { readLeague } from '#shared/selfplay/league-store.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';
 import { parseOrThrow } from '#shared/schema.ts';
-import { ENV } from '#shared/table.ts';
 
 const bucket = requireEnv(ENV.bucket);
 const pipeline = requireEnv(ENV.pipeline);
