@@ -11,48 +11,38 @@
  * 4. leaderboard (Lambda): every result of the run so far, the guard's decision, the report,
  *    published as the run's leaderboard artifact.
  */
-import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
+import { Duration } from 'aws-cdk-lib';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct } from 'constructs';
-import { join } from 'node:path';
 import { MANIFEST_PATTERN } from '#shared/evals/checkpoints.ts';
 import { ENV } from '#shared/env.ts';
 import {
   BatchJob,
+  PipelineStack,
+  type PipelineStackProps,
   fanOut,
   invoke,
   PipelineFunction,
-  PipelineStateMachine,
   publishArtifact,
   runJob,
   S3Trigger,
   step,
-  type StepResources,
-  type StepScope,
 } from '#pipelines/steps/index.ts';
-import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { acknowledgeFindings, s3GrantFindings } from '#pipelines/steps/nag-findings.ts';
 import { EVALS_TRIGGER_CONFIG } from './config.ts';
 
 export const EVALS_PIPELINE = 'evals';
-const functions = join(REPO_ROOT, 'functions', 'evals');
 
-export interface EvalsStackProps extends StackProps {
-  readonly resources: StepResources;
-}
+export type EvalsStackProps = PipelineStackProps;
 
-export class EvalsStack extends Stack {
-  readonly stateMachine: sfn.StateMachine;
-
+export class EvalsStack extends PipelineStack {
   constructor(scope: Construct, id: string, props: EvalsStackProps) {
-    super(scope, id, props);
-    const { resources } = props;
+    super(scope, id, EVALS_PIPELINE, props);
+    const { resources, steps, cache } = this;
     const { bucket, table } = resources;
-    const steps: StepScope = { pipeline: EVALS_PIPELINE, resources };
-    const cache = { scope: steps };
 
     const prepareFn = new PipelineFunction(this, 'Prepare', {
-      entry: join(functions, 'prepare', 'handler.ts'),
+      entry: this.handlerEntry('prepare'),
       description: 'Reads and checks a checkpoint manifest; reads the benchmark registry',
       environment: { [ENV.table]: table.tableName },
       logRetention: resources.logRetention,
@@ -64,7 +54,7 @@ export class EvalsStack extends Stack {
       s3GrantFindings(prepareFn, bucket, ['read'], 'checkpoints/*', 'Reads the manifest and checks the files of any checkpoint under checkpoints/<run>/<step>/, named by the upload at run time.'),
     );
     const leaderboardFn = new PipelineFunction(this, 'Leaderboard', {
-      entry: join(functions, 'leaderboard', 'handler.ts'),
+      entry: this.handlerEntry('leaderboard'),
       description: "Computes a run's leaderboard and the release guard's decision",
       environment: { [ENV.table]: table.tableName, [ENV.bucket]: bucket.bucketName, [ENV.pipeline]: EVALS_PIPELINE },
       timeout: Duration.minutes(2),
@@ -225,13 +215,7 @@ export class EvalsStack extends Stack {
       .when(sfn.Condition.isPresent('$.trigger'), fromUpload.next(main))
       .otherwise(noUploadValue.next(main));
 
-    const machine = new PipelineStateMachine(this, 'Pipeline', {
-      pipeline: EVALS_PIPELINE,
-      definition: start,
-      resources,
-      timeout: Duration.days(1),
-    });
-    this.stateMachine = machine.stateMachine;
+    this.finish(start, { timeout: Duration.days(1) });
     new S3Trigger(this, 'Trigger', { scope: steps, keyPattern: MANIFEST_PATTERN, stateMachine: this.stateMachine, identity: 'content' });
   }
 }

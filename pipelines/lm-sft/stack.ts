@@ -5,24 +5,19 @@
  * Each upload's manifest starts the evals pipeline; this pipeline only trains. Any other
  * training job that writes the same layout is evaluated the same way.
  */
-import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
+import { Duration } from 'aws-cdk-lib';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct } from 'constructs';
-import { BatchJob, PipelineStateMachine, runJob, step, type StepResources, type StepScope } from '#pipelines/steps/index.ts';
+import { BatchJob, PipelineStack, type PipelineStackProps, runJob, step } from '#pipelines/steps/index.ts';
 
 export const LM_SFT_PIPELINE = 'lm-sft';
 
-export interface LmSftStackProps extends StackProps {
-  readonly resources: StepResources;
-}
+export type LmSftStackProps = PipelineStackProps;
 
-export class LmSftStack extends Stack {
-  readonly stateMachine: sfn.StateMachine;
-
+export class LmSftStack extends PipelineStack {
   constructor(scope: Construct, id: string, props: LmSftStackProps) {
-    super(scope, id, props);
-    const { resources } = props;
-    const steps: StepScope = { pipeline: LM_SFT_PIPELINE, resources };
+    super(scope, id, LM_SFT_PIPELINE, props);
+    const { resources, steps } = this;
     const job = new BatchJob(this, 'Train', {
       job: 'evals-lm',
       command: ['python3', 'train_main.py'],
@@ -44,15 +39,9 @@ export class LmSftStack extends Stack {
       },
       resultPath: '$.steps.train',
       // Cached: rerunning the same config re-uploads nothing, so it starts no evaluation.
-      cache: { scope: steps },
+      cache: this.cache,
     });
     const output = new sfn.Pass(this, 'Output', { parameters: { 'run.$': '$.config.run', 'train.$': '$.steps.train' } });
-    const machine = new PipelineStateMachine(this, 'Pipeline', {
-      pipeline: LM_SFT_PIPELINE,
-      definition: train.next(output),
-      resources,
-      timeout: Duration.hours(12),
-    });
-    this.stateMachine = machine.stateMachine;
+    this.finish(train.next(output), { timeout: Duration.hours(12) });
   }
 }

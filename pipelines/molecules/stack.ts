@@ -20,10 +20,9 @@
  * 3. report (cached Lambda) and publish: the artifact `molecular-discovery` (report.html,
  *    measurements.csv, campaign.json).
  */
-import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
+import { Duration } from 'aws-cdk-lib';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct } from 'constructs';
-import { join } from 'node:path';
 import { ENV } from '#shared/env.ts';
 import { APPROVAL_ITEMS_PREFIX } from '#shared/approval.ts';
 import {
@@ -32,32 +31,24 @@ import {
   documentFunction,
   fanOut,
   invoke,
-  PipelineStateMachine,
-  publishArtifact,
+  PipelineStack,
+  type PipelineStackProps,
   runJob,
   step,
-  type StepResources,
-  type StepScope,
 } from '#pipelines/steps/index.ts';
-import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 
 export const MOLECULES_PIPELINE = 'molecules';
 export const DISCOVERY_ARTIFACT = 'molecular-discovery';
-const functions = join(REPO_ROOT, 'functions', 'molecules');
 
-export interface MoleculesStackProps extends StackProps {
-  readonly resources: StepResources;
-}
+export type MoleculesStackProps = PipelineStackProps;
 
-export class MolecularDiscoveryStack extends Stack {
-  readonly stateMachine: sfn.StateMachine;
+export class MolecularDiscoveryStack extends PipelineStack {
   readonly oracleJob: BatchJob;
 
   constructor(scope: Construct, id: string, props: MoleculesStackProps) {
-    super(scope, id, props);
-    const { resources } = props;
+    super(scope, id, MOLECULES_PIPELINE, props);
+    const { resources, steps } = this;
     const { bucket, table } = resources;
-    const steps: StepScope = { pipeline: MOLECULES_PIPELINE, resources };
 
     // The oracle: GFN2-xTB on the CPU queue (Node 22 and Debian's xtb in the image).
     const oracleJob = new BatchJob(this, 'Oracle', {
@@ -70,14 +61,13 @@ export class MolecularDiscoveryStack extends Stack {
     this.oracleJob = oracleJob;
 
     const env = {
-      [ENV.bucket]: bucket.bucketName,
-      [ENV.pipeline]: MOLECULES_PIPELINE,
+      ...this.functionEnv,
       [ENV.table]: table.tableName,
       ORACLE_CODE_VERSION: oracleJob.codeVersion.hash,
     };
     const campaignFunction = (fnId: string, entry: string, description: string, memorySize: number, timeout: Duration, writes: string[]) =>
       documentFunction(this, fnId, {
-        entry: join(functions, entry, 'handler.ts'),
+        entry: this.handlerEntry(entry),
         description,
         environment: env,
         memorySize,
@@ -163,29 +153,12 @@ export class MolecularDiscoveryStack extends Stack {
       },
       resultPath: '$.campaign',
     });
-    const report = step(this, 'report', {
-      run: invoke(reportFn),
+    const finish = this.reportAndPublish({
+      reportFn,
       inputs: { 'campaignUri.$': '$.campaign.campaignUri', 'config.$': '$.config' },
-      resultPath: '$.steps.report',
-      cache: { scope: steps },
+      artifact: DISCOVERY_ARTIFACT,
+      output: { 'campaignUri.$': '$.campaign.campaignUri' },
     });
-    const publish = publishArtifact(this, 'publish', {
-      scope: steps,
-      name: DISCOVERY_ARTIFACT,
-      filesPath: '$.steps.report.files',
-      metricsPath: '$.steps.report.metrics',
-      cardUriPath: '$.steps.report.reportUri',
-      resultPath: '$.steps.publish',
-    });
-    const output = new sfn.Pass(this, 'Output', {
-      parameters: {
-        'campaignUri.$': '$.campaign.campaignUri',
-        'metrics.$': '$.steps.report.metrics',
-        'reportUri.$': '$.steps.report.reportUri',
-        'artifact.$': '$.steps.publish',
-      },
-    });
-    const finish = report.next(publish).next(output);
     const exhausted = new sfn.Pass(this, 'Pool exhausted', {
       parameters: { 'campaignUri.$': '$.proposal.campaignUri', done: true },
       resultPath: '$.campaign',
@@ -209,12 +182,6 @@ export class MolecularDiscoveryStack extends Stack {
     prepare.next(propose).next(newRound).next(anything);
     record.next(more);
 
-    const machine = new PipelineStateMachine(this, 'Pipeline', {
-      pipeline: MOLECULES_PIPELINE,
-      definition: prepare,
-      resources,
-      timeout: Duration.days(30),
-    });
-    this.stateMachine = machine.stateMachine;
+    this.finish(prepare, { timeout: Duration.days(30) });
   }
 }

@@ -12,47 +12,38 @@
  * 6. publish (publish artifact): index summary.json as the `probe-summary` artifact.
  * Starts from the CLI, or from an upload matching `uploads/probe/*\/manifest.json`.
  */
-import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
+import { Duration } from 'aws-cdk-lib';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct } from 'constructs';
-import { join } from 'node:path';
 import { ENV } from '#shared/env.ts';
 import {
   approvalGate,
   BatchJob,
+  PipelineStack,
+  type PipelineStackProps,
   distributedFanOut,
   fanOut,
   invoke,
   PipelineFunction,
-  PipelineStateMachine,
   publishArtifact,
   runJob,
   S3Trigger,
   step,
-  type StepResources,
-  type StepScope,
 } from '#pipelines/steps/index.ts';
 import { acknowledgeFindings, s3GrantFindings } from '#pipelines/steps/nag-findings.ts';
-import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 
 export const PROBE_PIPELINE = 'probe';
-const functions = join(REPO_ROOT, 'functions', 'probe');
 
-export interface ProbeStackProps extends StackProps {
-  readonly resources: StepResources;
-}
+export type ProbeStackProps = PipelineStackProps;
 
-export class ProbeStack extends Stack {
-  readonly stateMachine: sfn.StateMachine;
-
+export class ProbeStack extends PipelineStack {
   constructor(scope: Construct, id: string, props: ProbeStackProps) {
-    super(scope, id, props);
-    const steps: StepScope = { pipeline: PROBE_PIPELINE, resources: props.resources };
-    const cache = { scope: steps };
+    super(scope, id, PROBE_PIPELINE, props);
+    const { steps, cache } = this;
     const { bucket } = props.resources;
 
     const prepareFn = new PipelineFunction(this, 'Prepare', {
-      entry: join(functions, 'prepare', 'handler.ts'),
+      entry: this.handlerEntry('prepare'),
       environment: { [ENV.bucket]: bucket.bucketName },
       logRetention: props.resources.logRetention,
     });
@@ -69,7 +60,7 @@ export class ProbeStack extends Stack {
       ),
     );
     const squareFn = new PipelineFunction(this, 'Square', {
-      entry: join(functions, 'square', 'handler.ts'),
+      entry: this.handlerEntry('square'),
       logRetention: props.resources.logRetention,
     });
     const sumJob = new BatchJob(this, 'Sum', { job: 'probe-sum', resources: props.resources, timeout: Duration.minutes(30) });
@@ -152,13 +143,7 @@ export class ProbeStack extends Stack {
       .when(sfn.Condition.isPresent('$.trigger'), defaults.next(main))
       .otherwise(main);
 
-    const machine = new PipelineStateMachine(this, 'Pipeline', {
-      pipeline: PROBE_PIPELINE,
-      definition: start,
-      resources: props.resources,
-      timeout: Duration.hours(2),
-    });
-    this.stateMachine = machine.stateMachine;
+    this.finish(start, { timeout: Duration.hours(2) });
     new S3Trigger(this, 'Trigger', { scope: steps, keyPattern: 'uploads/probe/*/manifest.json', stateMachine: this.stateMachine });
   }
 }

@@ -18,7 +18,7 @@
  *    fresh seeds, through the same fan-out; then the report and the artifact `reward-search`
  *    (reward.py, report.html, search.json).
  */
-import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
+import { Duration } from 'aws-cdk-lib';
 import type { IVpc } from 'aws-cdk-lib/aws-ec2';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct } from 'constructs';
@@ -29,38 +29,31 @@ import { MAX_TRAIN_TIMEOUT_SECONDS } from '#shared/rewards/loop.ts';
 import {
   BatchJob,
   documentFunction,
+  PipelineStack,
+  type PipelineStackProps,
   fanOut,
   invoke,
-  PipelineStateMachine,
-  publishArtifact,
   runJob,
   step,
   type StepResources,
-  type StepScope,
 } from '#pipelines/steps/index.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { SandboxNetwork } from '#pipelines/steps/sandbox-network.ts';
 
 export const REWARDS_PIPELINE = 'rewards';
 export const REWARD_ARTIFACT = 'reward-search';
-const functions = join(REPO_ROOT, 'functions', 'rewards');
 const rewardsDir = join(REPO_ROOT, 'batch-jobs', 'rewards-train', 'rewards');
 
-export interface RewardSearchStackProps extends StackProps {
-  readonly resources: StepResources & { readonly vpc: IVpc };
-}
+export type RewardSearchStackProps = PipelineStackProps<StepResources & { readonly vpc: IVpc }>;
 
-export class RewardSearchStack extends Stack {
-  readonly stateMachine: sfn.StateMachine;
+export class RewardSearchStack extends PipelineStack<StepResources & { readonly vpc: IVpc }> {
   readonly trainJob: BatchJob;
 
   constructor(scope: Construct, id: string, props: RewardSearchStackProps) {
-    super(scope, id, props);
-    const { resources } = props;
+    super(scope, id, REWARDS_PIPELINE, props);
+    const { resources, steps, cache } = this;
     const { bucket } = resources;
-    const steps: StepScope = { pipeline: REWARDS_PIPELINE, resources };
-    const cache = { scope: steps };
-    const env = { [ENV.bucket]: bucket.bucketName, [ENV.pipeline]: REWARDS_PIPELINE };
+    const env = this.functionEnv;
 
     const network = new SandboxNetwork(this, 'Sandbox', { vpc: resources.vpc, bucket: resources.bucket });
     this.trainJob = new BatchJob(this, 'Train', {
@@ -80,7 +73,7 @@ export class RewardSearchStack extends Stack {
 
     const searchFunction = (fnId: string, entry: string, description: string, extra: Record<string, string> = {}) =>
       documentFunction(this, fnId, {
-        entry: join(functions, entry, 'handler.ts'),
+        entry: this.handlerEntry(entry),
         description,
         environment: { ...env, ...extra },
         memorySize: 1024,
@@ -174,33 +167,16 @@ export class RewardSearchStack extends Stack {
       inputs: { action: 'record', 'searchUri.$': '$.loop.searchUri', 'proposal.$': '$.proposal', 'results.$': '$.steps.runs' },
       resultPath: '$.final',
     });
-    const report = step(this, 'report', {
-      run: invoke(reportFn),
+    const reportAndPublish = this.reportAndPublish({
+      reportFn,
       inputs: { 'searchUri.$': '$.final.searchUri', 'config.$': '$.config' },
-      resultPath: '$.steps.report',
-      cache,
-    });
-    const publish = publishArtifact(this, 'publish', {
-      scope: steps,
-      name: REWARD_ARTIFACT,
-      filesPath: '$.steps.report.files',
-      metricsPath: '$.steps.report.metrics',
-      cardUriPath: '$.steps.report.reportUri',
-      resultPath: '$.steps.publish',
-    });
-    const output = new sfn.Pass(this, 'Output', {
-      parameters: {
-        'winner.$': '$.steps.report.winner',
-        'searchUri.$': '$.final.searchUri',
-        'metrics.$': '$.steps.report.metrics',
-        'reportUri.$': '$.steps.report.reportUri',
-        'artifact.$': '$.steps.publish',
-      },
+      artifact: REWARD_ARTIFACT,
+      output: { 'winner.$': '$.steps.report.winner', 'searchUri.$': '$.final.searchUri' },
     });
     const dropRuns = new sfn.Pass(this, 'Drop run results', { result: sfn.Result.fromObject({}), resultPath: '$.steps.runs' });
 
     const phase = new sfn.Choice(this, 'Search or final?')
-      .when(sfn.Condition.stringEquals('$.proposal.phase', 'final'), finalRecord.next(report).next(publish).next(output))
+      .when(sfn.Condition.stringEquals('$.proposal.phase', 'final'), finalRecord.next(reportAndPublish))
       .otherwise(record);
     const more = new sfn.Choice(this, 'More generations?')
       .when(sfn.Condition.booleanEquals('$.loop.done', true), finalPlan)
@@ -211,12 +187,6 @@ export class RewardSearchStack extends Stack {
     countItems.next(runs).next(phase);
     record.next(dropRuns).next(more);
 
-    const machine = new PipelineStateMachine(this, 'Pipeline', {
-      pipeline: REWARDS_PIPELINE,
-      definition: baselines,
-      resources,
-      timeout: Duration.days(2),
-    });
-    this.stateMachine = machine.stateMachine;
+    this.finish(baselines, { timeout: Duration.days(2) });
   }
 }

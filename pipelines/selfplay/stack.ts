@@ -18,53 +18,42 @@
  * The league itself lives in S3 as a content-addressed JSON document; only its URI and small
  * summaries travel through the state.
  */
-import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
+import { Duration } from 'aws-cdk-lib';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct } from 'constructs';
-import { join } from 'node:path';
-import { ENV } from '#shared/env.ts';
 import {
   BatchJob,
   documentFunction,
   fanOut,
   invoke,
   PipelineFunction,
-  PipelineStateMachine,
-  publishArtifact,
+  PipelineStack,
+  type PipelineStackProps,
   runJob,
   step,
-  type StepResources,
-  type StepScope,
 } from '#pipelines/steps/index.ts';
-import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { acknowledgeFindings, s3GrantFindings } from '#pipelines/steps/nag-findings.ts';
 import { CHAMPION_ARTIFACT } from '#shared/selfplay/arena.ts';
 import { Arena, arenaPublicFromContext } from './arena.ts';
 
 export const SELFPLAY_PIPELINE = 'selfplay';
-const functions = join(REPO_ROOT, 'functions', 'selfplay');
 
-export interface SelfPlayStackProps extends StackProps {
-  readonly resources: StepResources;
-}
+export type SelfPlayStackProps = PipelineStackProps;
 
-export class SelfPlayLeagueStack extends Stack {
-  readonly stateMachine: sfn.StateMachine;
+export class SelfPlayLeagueStack extends PipelineStack {
   readonly arena: Arena;
 
   constructor(scope: Construct, id: string, props: SelfPlayStackProps) {
-    super(scope, id, props);
-    const { resources } = props;
+    super(scope, id, SELFPLAY_PIPELINE, props);
+    const { resources, steps, cache } = this;
     const { bucket } = resources;
-    const steps: StepScope = { pipeline: SELFPLAY_PIPELINE, resources };
-    const cache = { scope: steps };
-    const env = { [ENV.bucket]: bucket.bucketName, [ENV.pipeline]: SELFPLAY_PIPELINE };
+    const env = this.functionEnv;
 
     // The league Lambdas read snapshots and league documents wherever a step wrote them and write
     // only content-addressed documents under data/selfplay/.
     const leagueFunction = (id: string, entry: string, description: string, memorySize = 512) =>
       documentFunction(this, id, {
-        entry: join(functions, entry, 'handler.ts'),
+        entry: this.handlerEntry(entry),
         description,
         environment: env,
         memorySize,
@@ -85,7 +74,7 @@ export class SelfPlayLeagueStack extends Stack {
     const reportFn = leagueFunction('Report', 'report', 'Writes the champion files and the league report');
     // One vCPU's worth of memory (1,769 MB): matches are single-threaded lock-step inference.
     const matchFn = new PipelineFunction(this, 'Match', {
-      entry: join(functions, 'match', 'handler.ts'),
+      entry: this.handlerEntry('match'),
       description: 'Plays one league pair in lock-step with onnxruntime-node',
       onnxRuntime: true,
       memorySize: 1769,
@@ -175,46 +164,26 @@ export class SelfPlayLeagueStack extends Stack {
       resultPath: '$.gen',
     });
     const dropMatches = new sfn.Pass(this, 'Drop match results', { result: sfn.Result.fromObject({}), resultPath: '$.steps.matches' });
-    const report = step(this, 'report', {
-      run: invoke(reportFn),
+    const reportAndPublish = this.reportAndPublish({
+      reportFn,
       inputs: { 'leagueUri.$': '$.league.leagueUri', 'config.$': '$.config' },
-      resultPath: '$.steps.report',
-      cache,
-    });
-    const publish = publishArtifact(this, 'publish', {
-      scope: steps,
-      name: CHAMPION_ARTIFACT,
-      filesPath: '$.steps.report.files',
-      metricsPath: '$.steps.report.metrics',
-      cardUriPath: '$.steps.report.reportUri',
-      resultPath: '$.steps.publish',
-    });
-    const output = new sfn.Pass(this, 'Output', {
-      parameters: {
+      artifact: CHAMPION_ARTIFACT,
+      output: {
         'champion.$': '$.league.champion',
         'ratings.$': '$.league.ratings',
         'leagueUri.$': '$.league.leagueUri',
         'generations.$': '$.league.generations',
         'matches.$': '$.league.matches',
         'failedMatches.$': '$.league.failedMatches',
-        'metrics.$': '$.steps.report.metrics',
-        'reportUri.$': '$.steps.report.reportUri',
-        'artifact.$': '$.steps.publish',
       },
     });
     const more = new sfn.Choice(this, 'More generations?')
       .when(sfn.Condition.numberLessThanEqualsJsonPath('$.gen.n', '$.config.generations'), train)
-      .otherwise(report.next(publish).next(output));
+      .otherwise(reportAndPublish);
     startLeague.next(firstGeneration).next(train);
     train.next(plan).next(matches).next(elo).next(dropMatches).next(nextGeneration).next(more);
 
-    const machine = new PipelineStateMachine(this, 'Pipeline', {
-      pipeline: SELFPLAY_PIPELINE,
-      definition: startLeague,
-      resources,
-      timeout: Duration.days(2),
-    });
-    this.stateMachine = machine.stateMachine;
+    this.finish(startLeague, { timeout: Duration.days(2) });
     // 4. The arena: plays the latest published champion (sign-in required unless -c arenaPublic=true).
     this.arena = new Arena(this, 'Arena', { resources, public: arenaPublicFromContext(this) });
   }

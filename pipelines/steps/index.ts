@@ -5,6 +5,7 @@ export * from './fan-out.ts';
 export * from './function.ts';
 export * from './names.ts';
 export * from './pipeline.ts';
+export * from './pipeline-stack.ts';
 export * from './publish.ts';
 export * from './resources.ts';
 export * from './s3-trigger.ts';

@@ -1,0 +1,117 @@
+/**
+ * PipelineStack: what every pipeline's stack repeats, written once, so that a pipeline's stack is
+ * its steps and little else.
+ *
+ * - the preamble: the pipeline's name, the platform's resources, the step scope every step and
+ *   cache key is named in, the functions folder (functions/<pipeline>/<step>/handler.ts) and the
+ *   environment every pipeline function gets (the bucket and the pipeline's name);
+ * - the tail most pipelines end with (`reportAndPublish`): a cached report step, publishing its
+ *   files as an artifact with the report as its card, and an Output state;
+ * - `finish`: the Standard workflow (PipelineStateMachine) around the first state.
+ *
+ * A new pipeline: `class XStack extends PipelineStack`, its functions and jobs, its states, then
+ * `this.finish(first, { timeout })`. pipelines/probe/stack.ts is the smallest complete example.
+ */
+import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import type { Construct } from 'constructs';
+import { join } from 'node:path';
+import { ConfigError } from '#shared/errors.ts';
+import { ENV } from '#shared/env.ts';
+import { REPO_ROOT } from './code-version.ts';
+import type { PipelineFunction } from './function.ts';
+import { PipelineStateMachine } from './pipeline.ts';
+import { publishArtifact } from './publish.ts';
+import type { StepResources, StepScope } from './resources.ts';
+import { invoke, step } from './step.ts';
+
+export interface PipelineStackProps<R extends StepResources = StepResources> extends StackProps {
+  readonly resources: R;
+}
+
+export interface ReportAndPublishOptions {
+  /** The pipeline's report function: returns `{ files, metrics, reportUri }` (see shared/artifacts.ts). */
+  readonly reportFn: PipelineFunction;
+  /** The report step's inputs (its cache key). */
+  readonly inputs: Record<string, unknown>;
+  /** The artifact the report's files are published as. */
+  readonly artifact: string;
+  /** The run's output besides the report's metrics, its URI and the published artifact. */
+  readonly output: Record<string, string>;
+}
+
+export abstract class PipelineStack<R extends StepResources = StepResources> extends Stack {
+  /** The pipeline's one name (the CLI's, the folders', the state machine metadata's). */
+  readonly pipeline: string;
+  readonly resources: R;
+  /** What steps and cache keys are named in. */
+  readonly steps: StepScope;
+  /** Pass as a step's `cache` to cache it. */
+  readonly cache: { readonly scope: StepScope };
+  /** The environment every pipeline function gets: the bucket and the pipeline's name. */
+  readonly functionEnv: Readonly<Record<string, string>>;
+  private machine?: sfn.StateMachine;
+
+  protected constructor(scope: Construct, id: string, pipeline: string, props: PipelineStackProps<R>) {
+    super(scope, id, props);
+    if (!/^[a-z][a-z0-9-]*$/.test(pipeline)) throw new ConfigError('pipeline', pipeline, 'must be a lowercase name (letters, digits, dashes)');
+    this.pipeline = pipeline;
+    this.resources = props.resources;
+    this.steps = { pipeline, resources: props.resources };
+    this.cache = { scope: this.steps };
+    this.functionEnv = { [ENV.bucket]: props.resources.bucket.bucketName, [ENV.pipeline]: pipeline };
+  }
+
+  /** The pipeline's state machine; there once `finish` has run. */
+  get stateMachine(): sfn.StateMachine {
+    if (!this.machine) throw new ConfigError('stateMachine', this.pipeline, 'is made by finish(), which the stack has not called yet');
+    return this.machine;
+  }
+
+  /** The handler of one of the pipeline's steps: functions/<pipeline>/<step>/handler.ts. */
+  protected handlerEntry(stepName: string): string {
+    return join(REPO_ROOT, 'functions', this.pipeline, stepName, 'handler.ts');
+  }
+
+  /**
+   * The tail: `report` (cached), `publish` of the report's files as `artifact` with the report as
+   * its card, and `Output`: the given fields, then the metrics, the report's URI and the artifact.
+   */
+  protected reportAndPublish(options: ReportAndPublishOptions): sfn.Chain {
+    const report = step(this, 'report', {
+      run: invoke(options.reportFn),
+      inputs: options.inputs,
+      resultPath: '$.steps.report',
+      cache: this.cache,
+    });
+    const publish = publishArtifact(this, 'publish', {
+      scope: this.steps,
+      name: options.artifact,
+      filesPath: '$.steps.report.files',
+      metricsPath: '$.steps.report.metrics',
+      cardUriPath: '$.steps.report.reportUri',
+      resultPath: '$.steps.publish',
+    });
+    const output = new sfn.Pass(this, 'Output', {
+      parameters: {
+        ...options.output,
+        'metrics.$': '$.steps.report.metrics',
+        'reportUri.$': '$.steps.report.reportUri',
+        'artifact.$': '$.steps.publish',
+      },
+    });
+    return report.next(publish).next(output);
+  }
+
+  /** The Standard workflow that runs `definition`; call once, after the states are built. */
+  protected finish(definition: sfn.IChainable, options: { readonly timeout: Duration }): sfn.StateMachine {
+    if (this.machine) throw new ConfigError('finish', this.pipeline, 'was called twice');
+    this.machine = new PipelineStateMachine(this, 'Pipeline', {
+      pipeline: this.pipeline,
+      definition,
+      resources: this.resources,
+      timeout: options.timeout,
+    }).stateMachine;
+    return this.machine;
+  }
+}
