@@ -1,6 +1,7 @@
 """PPO's maths shared by the training jobs: generalized advantage estimation, the clipped loss,
-advantage normalisation, and the update loop over a batch. Each job keeps its own config, its
-rollout batch and how its network scores actions (the self-play net masks illegal moves).
+advantage normalisation, and the update loop over a batch. The config is ppo_config.py's (each
+job subclasses it for its own defaults); each job keeps its rollout batch and how its network
+scores actions (the self-play net masks illegal moves).
 
 No environment and no I/O here. Tested with hand-worked numbers (test_ppo_core.py).
 """

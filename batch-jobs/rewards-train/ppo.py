@@ -1,5 +1,6 @@
-"""PPO for the MountainCar trainer: its config, a running reward scale, its rollout batch and one
-update over a batch, on the maths in common/ppo_core.py (gae, the clipped loss), re-exported here.
+"""PPO for the MountainCar trainer: its config (common/ppo_config.py's, with this job's defaults
+and fields), a running reward scale, its rollout batch and one update over a batch, on the maths
+in common/ppo_core.py (gae, the clipped loss), re-exported here.
 
 No environment and no I/O here: trainer.py collects rollouts, calls gae() for the advantages,
 then ppo_update() for the gradient steps. Tested with hand-worked numbers (test_ppo.py).
@@ -9,61 +10,28 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from ppo_config import PPOConfig as BasePPOConfig
+from ppo_config import PPOConfigError, boolean, positive_int  # noqa: F401 - PPOConfigError: part of this module's interface
 from ppo_core import PPOLoss, gae, normalize_advantages, ppo_epochs, ppo_loss  # noqa: F401 - part of this module's interface
 
 
-class PPOConfigError(ValueError):
-    """A PPO hyperparameter outside its range; names the field and the value."""
-
-
-def _real(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(value):
-        raise PPOConfigError(f"{name}: must be a finite number (got {value!r})")
-    return float(value)
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise PPOConfigError(f"{name}: must be a positive integer (got {value!r})")
-    return int(value)
-
-
 @dataclass(frozen=True)
-class PPOConfig:
-    """PPO hyperparameters; validated on construction. The defaults are the ones that solved
-    MountainCar fastest with the shaped reference reward on one CPU thread (see trainer.py)."""
+class PPOConfig(BasePPOConfig):
+    """PPO hyperparameters (common/ppo_config.py) with this job's defaults and fields; validated on
+    construction. The defaults are the ones that solved MountainCar fastest with the shaped
+    reference reward on one CPU thread (see trainer.py)."""
 
     learning_rate: float = 2.5e-3
     """Adam step size; > 0. The networks are small (2-64-64), so a large step is stable: 2.5e-3
     and 4e-3 solved MountainCar in about the same number of steps; 4e-3 varied more by seed."""
 
-    gamma: float = 0.99
-    """Discount per step, in (0, 1]."""
-
-    gae_lambda: float = 0.95
-    """GAE's lambda, in [0, 1]: 0 is the one-step TD error, 1 the full discounted return."""
-
-    clip: float = 0.2
-    """Clip range epsilon of the probability ratio, in (0, 1)."""
-
-    vf_coef: float = 0.5
-    """Weight of the value loss in the total; >= 0."""
-
     ent_coef: float = 0.0
     """Weight of the entropy bonus (subtracted from the total); >= 0."""
-
-    max_grad_norm: float = 0.5
-    """Gradients are rescaled to at most this global L2 norm before each step; > 0."""
-
-    rollout_steps: int = 32
-    """Steps each car takes per iteration: an iteration's batch is num_envs x rollout_steps."""
 
     update_epochs: int = 4
     """Passes over each rollout batch; >= 1."""
@@ -74,8 +42,8 @@ class PPOConfig:
     unsolved at a budget where 4 solved nearly all; a minibatch step costs ~1.5 ms on one core
     whatever its size up to a few hundred rows, so more steps cost time almost linearly."""
 
-    normalize_advantages: bool = True
-    """Scale each minibatch's advantages to mean 0, standard deviation 1."""
+    rollout_steps: int = 32
+    """Steps each car takes per iteration: an iteration's batch is num_envs x rollout_steps."""
 
     normalize_rewards: bool = True
     """Divide the training rewards by a running standard deviation of the discounted return
@@ -85,37 +53,9 @@ class PPOConfig:
     0.41): the critic fits returns of a few units at once, not of -100."""
 
     def __post_init__(self) -> None:
-        if _real("learning_rate", self.learning_rate) <= 0:
-            raise PPOConfigError(f"learning_rate: must be > 0 (got {self.learning_rate!r})")
-        if not 0 < _real("gamma", self.gamma) <= 1:
-            raise PPOConfigError(f"gamma: must be in (0, 1] (got {self.gamma!r})")
-        if not 0 <= _real("gae_lambda", self.gae_lambda) <= 1:
-            raise PPOConfigError(f"gae_lambda: must be in [0, 1] (got {self.gae_lambda!r})")
-        if not 0 < _real("clip", self.clip) < 1:
-            raise PPOConfigError(f"clip: must be in (0, 1) (got {self.clip!r})")
-        for name in ("vf_coef", "ent_coef"):
-            if _real(name, getattr(self, name)) < 0:
-                raise PPOConfigError(f"{name}: must be >= 0 (got {getattr(self, name)!r})")
-        if _real("max_grad_norm", self.max_grad_norm) <= 0:
-            raise PPOConfigError(f"max_grad_norm: must be > 0 (got {self.max_grad_norm!r})")
-        for name in ("rollout_steps", "update_epochs", "minibatches"):
-            _positive_int(name, getattr(self, name))
-        for name in ("normalize_advantages", "normalize_rewards"):
-            if not isinstance(getattr(self, name), bool):
-                raise PPOConfigError(f"{name}: must be true or false (got {getattr(self, name)!r})")
-
-    @classmethod
-    def from_dict(cls, data: Any) -> "PPOConfig":
-        """From parsed JSON; an unknown field is an error (a typo must not silently use a default)."""
-        if not isinstance(data, dict):
-            raise PPOConfigError(f"ppo: expected an object (got {type(data).__name__})")
-        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise PPOConfigError(f"ppo: unknown field(s) {unknown}")
-        return cls(**data)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        super().__post_init__()
+        positive_int("rollout_steps", self.rollout_steps)
+        boolean("normalize_rewards", self.normalize_rewards)
 
 
 class RewardScaler:

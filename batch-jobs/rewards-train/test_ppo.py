@@ -84,11 +84,18 @@ class EvaluateActionsTest(unittest.TestCase):
 
 
 class PPOConfigTest(unittest.TestCase):
-    def test_out_of_range_fields_are_named_with_their_values(self):
-        cases = [("clip", 0.0), ("clip", 1.0), ("gamma", 0.0), ("gamma", 1.01), ("gae_lambda", 1.5),
-                 ("learning_rate", 0.0), ("learning_rate", float("nan")), ("ent_coef", -0.01),
-                 ("max_grad_norm", 0.0), ("update_epochs", 0), ("minibatches", True), ("rollout_steps", 2.5),
-                 ("normalize_advantages", "yes"), ("normalize_rewards", 1)]
+    """This job's defaults and fields; the shared fields' checks are common/test_ppo_config.py's."""
+
+    def test_this_jobs_defaults(self):
+        config = PPOConfig()
+        self.assertEqual((config.learning_rate, config.ent_coef, config.update_epochs, config.minibatches),
+                         (2.5e-3, 0.0, 4, 4))
+        self.assertEqual((config.rollout_steps, config.normalize_rewards), (32, True))
+        self.assertEqual(list(config.to_dict())[-2:], ["rollout_steps", "normalize_rewards"])
+
+    def test_its_own_fields_are_named_with_their_values(self):
+        cases = [("rollout_steps", 0), ("rollout_steps", 2.5), ("rollout_steps", True),
+                 ("normalize_rewards", 1), ("normalize_rewards", "yes"), ("clip", 1.0)]  # clip: the base still checks
         for field, value in cases:
             with self.subTest(field=field, value=value):
                 with self.assertRaises(PPOConfigError) as caught:
@@ -98,9 +105,9 @@ class PPOConfigTest(unittest.TestCase):
                 self.assertIn(repr(value), message)
 
     def test_json_round_trip_and_unknown_fields(self):
-        config = PPOConfig(clip=0.1, rollout_steps=16)
+        config = PPOConfig(clip=0.1, rollout_steps=16, normalize_rewards=False)
         self.assertEqual(PPOConfig.from_dict(config.to_dict()), config)
-        with self.assertRaisesRegex(PPOConfigError, r"unknown field.*'clip_range'"):
+        with self.assertRaisesRegex(PPOConfigError, r"^ppo: unknown field\(s\) \['clip_range'\]$"):
             PPOConfig.from_dict({"clip_range": 0.2})
 
 

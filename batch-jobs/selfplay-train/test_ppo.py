@@ -18,32 +18,25 @@ torch.set_num_threads(1)
 
 
 class PPOConfigTest(unittest.TestCase):
-    def test_defaults_are_valid(self):
+    """This job's defaults; the shared fields' checks are common/test_ppo_config.py's."""
+
+    def test_this_jobs_defaults(self):
         config = PPOConfig()
+        self.assertEqual((config.learning_rate, config.ent_coef, config.update_epochs, config.minibatches),
+                         (1e-3, 0.01, 2, 8))
         self.assertEqual((config.clip, config.gamma), (0.2, 0.99))
         self.assertEqual(PPOConfig.from_dict({"clip": 0.1, "update_epochs": 2}).clip, 0.1)
+        # No fields of its own: exactly what pipelines/selfplay/config.ts's PpoConfig may send.
+        self.assertEqual(list(config.to_dict()), [
+            "learning_rate", "gamma", "gae_lambda", "clip", "vf_coef", "ent_coef", "max_grad_norm",
+            "update_epochs", "minibatches", "normalize_advantages"])
 
     def test_out_of_range_fields_are_named_with_their_values(self):
-        cases = [
-            ("clip", 0.0), ("clip", -0.1), ("clip", 1.0), ("gamma", 0.0), ("gamma", 1.01),
-            ("gae_lambda", -0.5), ("gae_lambda", 1.5), ("learning_rate", 0.0), ("learning_rate", float("nan")),
-            ("vf_coef", -1.0), ("ent_coef", -0.01), ("max_grad_norm", 0.0), ("update_epochs", 0),
-            ("update_epochs", 2.5), ("minibatches", True), ("normalize_advantages", "yes"), ("gamma", "0.9"),
-        ]
-        for field, value in cases:
-            with self.subTest(field=field, value=value):
-                with self.assertRaises(PPOConfigError) as caught:
-                    PPOConfig(**{field: value})
-                message = str(caught.exception)
-                self.assertTrue(message.startswith(f"{field}: "), message)
-                self.assertIn(repr(value), message)
-
-    def test_edges_that_are_allowed(self):
-        PPOConfig(gamma=1.0, gae_lambda=0.0, vf_coef=0.0, ent_coef=0.0)
-        PPOConfig(gae_lambda=1.0, clip=0.99, update_epochs=1, minibatches=1)
+        with self.assertRaisesRegex(PPOConfigError, r"^update_epochs: must be a positive integer \(got 0\)$"):
+            PPOConfig(update_epochs=0)
 
     def test_unknown_field_is_rejected(self):
-        with self.assertRaisesRegex(PPOConfigError, r"unknown field.*'clip_range'"):
+        with self.assertRaisesRegex(PPOConfigError, r"^ppo config: unknown field\(s\) \['clip_range'\]$"):
             PPOConfig.from_dict({"clip_range": 0.2})
 
 
