@@ -6,6 +6,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { listen, type Listening } from './emulators.ts';
+import { writeEml } from './outbox.ts';
 
 /** An error as the JSON protocols return it; the SDK turns `__type` into the error's name. */
 export class ApiError extends Error {
@@ -55,4 +56,24 @@ export async function startAwsApi(port: number, handlers: AwsApiHandlers): Promi
     }
   });
   return listen(server, port, 'local AWS API (Step Functions, Secrets Manager, SES)');
+}
+
+/** Secrets Manager's GetSecretValue, over the secrets provisioned from the templates (by ARN or name). */
+export function secretsManagerApi(secrets: ReadonlyMap<string, string>): AwsApiHandlers['secrets'] {
+  return async (action, body) => {
+    if (action !== 'GetSecretValue') throw new ApiError('UnknownOperationException', `the local Secrets Manager has no ${action}`);
+    const id = String(body.SecretId);
+    const value = secrets.get(id) ?? [...secrets.entries()].find(([arn]) => arn.endsWith(`:secret:${id}`))?.[1];
+    if (value === undefined) throw new ApiError('ResourceNotFoundException', `Secrets Manager can't find the specified secret: ${id}`);
+    return { ARN: id, Name: id.split(':').pop(), SecretString: value, VersionId: 'local', VersionStages: ['AWSCURRENT'] };
+  };
+}
+
+/** SES v2's SendEmail: each message written to the outbox as an .eml file. */
+export function sesSendEmail(outboxDir: string, onEmail: (file: string) => void): AwsApiHandlers['sendEmail'] {
+  return async (body) => {
+    const file = writeEml(outboxDir, body);
+    onEmail(file);
+    return { MessageId: file.split('/').pop()!.replace(/\.eml$/, '') };
+  };
 }

@@ -113,7 +113,7 @@ before(async () => {
   };
   host = new BatchHost(join(work, 'jobs'), baseEnv, 2, (jobName, p) => progress.set(jobName, [...(progress.get(jobName) ?? []), p]));
   const { resource } = oracleJob();
-  // What LocalRuntime.loadFunctionsAndJobs reads from the template.
+  // What loadJobDefinitions (infra/local/synthesis.ts) reads from the template.
   definition = {
     arn: 'arn:aws:batch:us-east-1:123456789012:job-definition/oracle',
     name: 'Oracle',

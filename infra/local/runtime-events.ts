@@ -1,0 +1,19 @@
+/**
+ * The events the runtime emits as an EventEmitter, for the CLI's progress lines and for tests:
+ * states entered, Map items done, Batch job progress, emails written to the outbox, S3 objects
+ * created, executions ended.
+ */
+import type { ExecutionRecord } from './execution-records.ts';
+
+export interface RuntimeEvents {
+  stateEntered: { executionArn: string; state: string };
+  mapItem: { executionArn: string; state: string; index: number; ok: boolean };
+  jobProgress: { jobName: string; progress: unknown };
+  email: { file: string };
+  /** The EventBridge event built for an S3 object created in a bucket with notifications on. */
+  objectCreated: Record<string, unknown>;
+  executionDone: ExecutionRecord;
+}
+
+/** Emits one of the runtime's events (the runtime is the EventEmitter; its parts get this). */
+export type EmitRuntimeEvent = <K extends keyof RuntimeEvents>(name: K, payload: RuntimeEvents[K]) => void;

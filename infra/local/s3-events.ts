@@ -1,0 +1,118 @@
+/**
+ * S3 object events through the synthesized EventBridge rules. s3rver's notifications for the
+ * buckets with EventBridge notifications on become "Object Created" events shaped as S3 sends
+ * them to EventBridge, and each event goes to the targets of every rule whose pattern matches,
+ * at least once and retried on failure, as EventBridge delivers. Deliveries in flight are
+ * tracked, so the runtime can wait until they have settled.
+ */
+import { HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { randomUUID } from 'node:crypto';
+import type { S3NotificationEvent } from './emulators.ts';
+import { matchesPattern } from './event-pattern.ts';
+import { LOCAL_ACCOUNT, LOCAL_REGION } from './resolve.ts';
+import type { EmitRuntimeEvent } from './runtime-events.ts';
+
+/** An enabled EventBridge rule: its pattern and its targets (Lambda functions, by ARN). */
+export interface EventRule {
+  pattern: Record<string, unknown>;
+  targets: { arn: string; input?: unknown }[];
+}
+
+export interface S3EventDeps {
+  readonly s3: S3Client;
+  readonly rules: readonly EventRule[];
+  /** Buckets with EventBridge notifications on: only their objects make events. */
+  readonly eventBridgeBuckets: ReadonlySet<string>;
+  readonly versionedBuckets: ReadonlySet<string>;
+  readonly emit: EmitRuntimeEvent;
+  invokeFunction(nameOrArn: string, event: unknown): Promise<unknown>;
+}
+
+export class S3EventDelivery {
+  private readonly pending = new Set<Promise<unknown>>();
+
+  constructor(private readonly deps: S3EventDeps) {}
+
+  /** Whether a delivery is still in flight. */
+  get busy(): boolean {
+    return this.pending.size > 0;
+  }
+
+  /** s3rver's notification: an event for each object created in a bucket with notifications on. */
+  onS3Event(event: S3NotificationEvent): void {
+    for (const record of event.Records) {
+      if (!record.eventName.startsWith('ObjectCreated')) continue;
+      const bucket = record.s3.bucket.name;
+      if (!this.deps.eventBridgeBuckets.has(bucket)) continue;
+      this.track(this.publishObjectCreated(bucket, record));
+    }
+  }
+
+  private async publishObjectCreated(bucket: string, record: S3NotificationEvent['Records'][number]): Promise<void> {
+    const o = { ...record.s3.object };
+    // s3rver's Copy events carry no ETag; S3's always do.
+    if (!o.eTag) o.eTag = (await this.deps.s3.send(new HeadObjectCommand({ Bucket: bucket, Key: o.key })).catch(() => undefined))?.ETag;
+    // s3rver keeps no versions; on a versioned bucket every PUT gets a new version id, as on S3.
+    if (!o.versionId && this.deps.versionedBuckets.has(bucket)) o.versionId = randomUUID().replace(/-/g, '');
+    const event = {
+      version: '0',
+      id: randomUUID(),
+      'detail-type': 'Object Created',
+      source: 'aws.s3',
+      account: LOCAL_ACCOUNT,
+      time: record.eventTime ?? new Date().toISOString(),
+      region: LOCAL_REGION,
+      resources: [`arn:aws:s3:::${bucket}`],
+      detail: {
+        version: '0',
+        bucket: { name: bucket },
+        object: { key: o.key, size: o.size, etag: o.eTag?.replace(/"/g, ''), ...(o.versionId ? { 'version-id': o.versionId } : {}), sequencer: o.sequencer },
+        'request-id': randomUUID(),
+        requester: LOCAL_ACCOUNT,
+        reason: record.eventName.split(':')[1] ?? 'PutObject',
+      },
+    };
+    this.deps.emit('objectCreated', event);
+    await this.deliver(event);
+  }
+
+  /**
+   * Delivers an EventBridge event to every matching rule's targets, as EventBridge would:
+   * at least once (tests call this again to redeliver), retried on failure.
+   */
+  deliver(event: Record<string, unknown>): Promise<unknown[]> {
+    const deliveries: Promise<unknown>[] = [];
+    for (const rule of this.deps.rules) {
+      if (!matchesPattern(rule.pattern, event)) continue;
+      for (const target of rule.targets) {
+        deliveries.push(withRetries(() => this.deps.invokeFunction(target.arn, target.input ?? event), 3));
+      }
+    }
+    const all = Promise.allSettled(deliveries).then((results) =>
+      results.map((r) => (r.status === 'fulfilled' ? r.value : { error: String((r.reason as Error)?.message) })),
+    );
+    this.track(all);
+    return all;
+  }
+
+  /** Settles when every event delivery in flight has finished. */
+  async settled(): Promise<void> {
+    while (this.pending.size) await Promise.allSettled([...this.pending]);
+  }
+
+  private track(delivery: Promise<unknown>): void {
+    this.pending.add(delivery);
+    void delivery.finally(() => this.pending.delete(delivery));
+  }
+}
+
+async function withRetries<T>(fn: () => Promise<T>, attempts: number): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await fn();
+    } catch (error) {
+      if (i >= attempts) throw error;
+      await new Promise((r) => setTimeout(r, 50 * i));
+    }
+  }
+}
