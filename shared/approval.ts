@@ -1,7 +1,7 @@
 /**
  * The approval gate's logic, free of SDK calls: request parsing, ids, link signatures,
  * anti-forgery tokens, the stored item, the MIME message, and the request shapes for a
- * decision. The two handlers in functions/platform/ make the calls.
+ * decision. approval-gate.ts makes the calls, for the two handlers in functions/platform/.
  *
  * The task token is the capability to resume a run, so it lives only in the table item: never
  * in the link, the email, a log line or an error message. The link carries a random id and an

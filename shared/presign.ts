@@ -10,7 +10,6 @@ import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { z } from 'zod';
 import { s3Client } from './clients/aws.ts';
 import { parseS3Uri } from './s3uri.ts';
-import { parseOrThrow } from './schema.ts';
 
 export const MAX_PRESIGN_SECONDS = 12 * 3600;
 
@@ -25,8 +24,10 @@ export const PresignRequest = z
   })
   .strict();
 
-export async function presignJob(input: unknown): Promise<{ specUrl: string; outputUrls: string }> {
-  const request = parseOrThrow(PresignRequest, input, 'presign');
+export type PresignRequest = z.infer<typeof PresignRequest>;
+
+/** The URLs for a request its handler parsed (root `presign`, which the URI errors name too). */
+export async function presignJob(request: PresignRequest): Promise<{ specUrl: string; outputUrls: string }> {
   const spec = parseS3Uri(request.specUri, 'presign.specUri');
   const output = parseS3Uri(request.outputUri, 'presign.outputUri');
   const expiresIn = request.expiresSeconds;

@@ -16,8 +16,9 @@ import { StartExecutionCommand } from '@aws-sdk/client-sfn';
 import { DeleteCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { z } from 'zod';
 import { dynamoClient, sfnClient } from './clients/aws.ts';
-import { errorName } from './errors.ts';
+import { ConfigError, errorName } from './errors.ts';
 import { canonicalJson, sha256Hex } from './json.ts';
+import { logger } from './log.ts';
 import { parseOrThrow } from './schema.ts';
 import { eventKey } from './table.ts';
 
@@ -71,6 +72,13 @@ export type TriggerIdentity = 'version' | 'content';
 /** The trigger Lambda's environment variable holding its identity. */
 export const TRIGGER_IDENTITY_ENV = 'TRIGGER_IDENTITY';
 export const TRIGGER_IDENTITIES: readonly TriggerIdentity[] = ['version', 'content'];
+
+/** The TRIGGER_IDENTITY setting: 'version' when unset, else one of TRIGGER_IDENTITIES. */
+export function parseTriggerIdentity(value: string | undefined): TriggerIdentity {
+  const identity = (value ?? 'version') as TriggerIdentity;
+  if (!TRIGGER_IDENTITIES.includes(identity)) throw new ConfigError(TRIGGER_IDENTITY_ENV, identity, `must be one of ${TRIGGER_IDENTITIES.join(', ')}`);
+  return identity;
+}
 
 /** The version id on a versioned bucket, otherwise the etag; with identity 'content', always the etag. */
 export function versionOrEtag(object: CreatedObject, identity: TriggerIdentity = 'version'): string {
@@ -153,7 +161,7 @@ export async function startExecutionOnce(object: CreatedObject, target: TriggerT
     if (errorName(error) === 'ExecutionAlreadyExists') return { started: false, duplicate: true, executionName };
     if (firstDelivery) {
       await dynamoClient().send(new DeleteCommand({ TableName: target.table, Key: ledgerKeyFor(object, identity) })).catch((deleteError: unknown) => {
-        console.error(JSON.stringify({ message: 'could not remove the ledger entry', executionName, bucket: object.bucket, key: object.key, error: errorName(deleteError) }));
+        logger.error('could not remove the ledger entry', { executionName, bucket: object.bucket, key: object.key, error: errorName(deleteError) });
       });
     }
     throw error;
@@ -171,4 +179,18 @@ async function recordInLedger(object: CreatedObject, executionName: string, targ
     if (errorName(error) === 'ConditionalCheckFailedException') return false;
     throw error;
   }
+}
+
+const RESULT_MESSAGES = {
+  started: 'execution started',
+  restarted: 'repeat delivery: execution started or already running',
+  duplicate: 'duplicate event: execution already exists',
+} as const;
+
+/** The trigger Lambda's work: start the run once for this object (startExecutionOnce) and log what happened. */
+export async function triggerPipeline(object: CreatedObject, target: TriggerTarget): Promise<TriggerResult> {
+  const result = await startExecutionOnce(object, target);
+  const message = !result.started ? RESULT_MESSAGES.duplicate : result.duplicate ? RESULT_MESSAGES.restarted : RESULT_MESSAGES.started;
+  logger.info(message, { pipeline: target.pipeline, bucket: object.bucket, key: object.key, eventId: object.eventId, ...result });
+  return result;
 }

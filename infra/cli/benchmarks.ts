@@ -153,7 +153,9 @@ export async function backfill(run: string, benchmarks: string[] | undefined, op
     }
     const jobsBefore = runtime.counters().batchJobs;
     const records = await Promise.all(inputs.map((input) => runtime.startExecution(EVALS_PIPELINE, { config: input.config }, { name: input.name }).done));
-    records.forEach((record, i) => io.out(`step ${inputs[i]!.step}: ${record.status}${record.status === 'SUCCEEDED' ? '' : ` (${record.error}: ${record.cause})`}`));
+    records.forEach((record, i) => {
+io.out(`step ${inputs[i]!.step}: ${record.status}${record.status === 'SUCCEEDED' ? '' : ` (${record.error}: ${record.cause})`}`);
+});
     const summary = {
       checkpoints: inputs.length,
       succeeded: records.filter((r) => r.status === 'SUCCEEDED').length,

@@ -3,6 +3,8 @@
  * worker thread with the function's environment), sandboxes kept warm and reused one
  * invocation at a time, the template's timeout enforced from the end of Init, and errors
  * shaped as Step Functions sees a Lambda error (name = errorType, cause = the AWS-style JSON).
+ * A sandbox's stdout and stderr (the handlers' JSON log lines, shared/log.ts) are not piped:
+ * Node forwards them to this process's own, where Lambda would send them to CloudWatch Logs.
  */
 import { Worker } from 'node:worker_threads';
 import { randomUUID } from 'node:crypto';
@@ -50,7 +52,8 @@ class Sandbox {
   constructor(readonly fn: LocalFunction, baseEnv: Record<string, string>) {
     this.worker = new Worker(WORKER, {
       workerData: { entry: fn.entry, handlerName: fn.handler },
-      env: { ...baseEnv, ...fn.environment },
+      // As Lambda sets it for an on-demand sandbox: the Logger's `cold_start` is true on its first invocation.
+      env: { ...baseEnv, AWS_LAMBDA_INITIALIZATION_TYPE: 'on-demand', ...fn.environment },
       execArgv: ['--import', TSX],
     });
     let initDone!: () => void;

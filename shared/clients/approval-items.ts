@@ -6,6 +6,7 @@
 import { approvalItemsView, parseApprovalItems, type ApprovalItems, type ApprovalItemsView } from '../approval.ts';
 import { errorName, NotFoundError } from '../errors.ts';
 import { sha256Hex } from '../json.ts';
+import { logger } from '../log.ts';
 import { readObjectBytes } from './aws.ts';
 
 /**
@@ -37,7 +38,7 @@ export async function approvalItemsForPage(uri: string, expectedSha256: string):
     const name = errorName(error) || 'Error';
     if (MISSING_OBJECT_ERRORS.includes(name)) return approvalItemsView(uri, expectedSha256, undefined);
     // Throttling or an outage: the page still shows the request and its buttons; a reload may show the items.
-    console.warn(JSON.stringify({ message: 'could not read the approval items document', uri, error: name }));
+    logger.warn('could not read the approval items document', { uri, error: name });
     return { status: 'unreadable', uri, reason: name };
   }
 }

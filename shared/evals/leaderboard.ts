@@ -2,10 +2,20 @@
  * A training run's leaderboard: accuracy per benchmark against step (with standard errors and
  * the always-guess-the-commonest-answer baseline), the table, and the guard's decision with a
  * reason per checkpoint. HTML with an inline SVG chart; JSON with the same numbers.
+ *
+ * writeLeaderboard is the pipeline's last step: the leaderboard over every result of the run
+ * published so far (this checkpoint's and the others'), current benchmark versions only, written
+ * as leaderboard.html and leaderboard.json for the publish step.
  */
 import type { TopLevelSpec } from 'vega-lite';
+import { z } from 'zod';
+import { listArtifactVersions, type IndexLocation } from '../artifacts.ts';
 import { escapeHtml, svgOf } from '../charts.ts';
-import type { EvalMetrics, GuardDecision } from './guard.ts';
+import { writeFile } from '../documents.ts';
+import { canonicalJson, sha256Hex } from '../json.ts';
+import { parseOrThrow } from '../schema.ts';
+import { listBenchmarks } from './benchmarks.ts';
+import { currentResults, decideRelease, EvalMetrics, type GuardDecision } from './guard.ts';
 
 export interface EvalFailure {
   readonly step: number;
@@ -89,4 +99,62 @@ ${rows}
 ${failures}
 </body></html>
 `;
+}
+
+// ---------------------------------------------------------------------------------------
+// The leaderboard step (the pipeline's last Lambda)
+
+export const LeaderboardRequest = z
+  .object({
+    run: z.string(),
+    step: z.int().min(0),
+    baseStep: z.int().min(0).nullable(),
+    evalArtifact: z.string(),
+    guard: z.object({ target: z.string().nullable(), guard: z.string().nullable(), marginPoints: z.number() }),
+    items: z.array(z.object({ ok: z.boolean(), item: z.unknown().optional(), error: z.string().optional(), cause: z.string().optional() }).loose()),
+  })
+  .strict();
+export type LeaderboardRequest = z.infer<typeof LeaderboardRequest>;
+
+/** A failed fan-out item carries the iteration's input: the benchmark it was scoring. */
+const FailedItem = z.object({ benchmark: z.object({ name: z.string() }) });
+
+/** Where the leaderboard step reads and writes: the index, and `data/<pipeline>/leaderboard/`. */
+export interface LeaderboardContext extends IndexLocation {
+  readonly pipeline: string;
+}
+
+/** The run's leaderboard and the guard's decision, written as JSON and HTML. */
+export async function writeLeaderboard(ctx: LeaderboardContext, request: LeaderboardRequest) {
+  const where = { table: ctx.table, bucket: ctx.bucket };
+  const versions = new Map((await listBenchmarks(where)).map((b) => [b.name, b.version]));
+  const published = await listArtifactVersions(where, request.evalArtifact);
+  const all = published
+    .reverse() // oldest first: the latest of a pair wins
+    .map((a) => parseOrThrow(EvalMetrics, a.metrics, `${request.evalArtifact}@${a.version}.metrics`))
+    .filter((m) => m.run === request.run);
+  const results = currentResults(all, versions);
+  const failures: EvalFailure[] = request.items
+    .filter((i) => !i.ok)
+    .map((i) => ({ step: request.step, benchmark: parseOrThrow(FailedItem, i.item, 'items.item').benchmark.name, error: i.error ?? 'Error', cause: i.cause ?? '' }));
+  const baseStep = request.baseStep ?? Math.min(...results.map((r) => r.step), request.step);
+  const { target, guard, marginPoints } = request.guard;
+  const decision: GuardDecision =
+    target && guard
+      ? decideRelease(results, { target, guard, marginPoints, baseStep })
+      : { settings: { target: target ?? '-', guard: guard ?? '-', marginPoints, baseStep }, baseGuardPoints: null, floorPoints: null, candidate: null, verdicts: [], summary: 'no guard configured (frontier benchmarks guard --target NAME --guard NAME)' };
+  const board = { run: request.run, results, decision, failures, versions: Object.fromEntries(versions) };
+  const prefix = `data/${ctx.pipeline}/leaderboard/${sha256Hex(canonicalJson(board)).slice(0, 32)}/`;
+  const html = await leaderboardHtml(board);
+  const files = [
+    { name: 'leaderboard.json', ...(await writeFile(ctx.bucket, `${prefix}leaderboard.json`, JSON.stringify(board, null, 2), 'application/json')) },
+    { name: 'leaderboard.html', ...(await writeFile(ctx.bucket, `${prefix}leaderboard.html`, html, 'text/html; charset=utf-8')) },
+  ];
+  return {
+    files: files.map(({ name, uri }) => ({ name, uri })),
+    reportUri: files[1]!.uri,
+    decision: { candidate: decision.candidate, summary: decision.summary },
+    metrics: { run: request.run, candidate: decision.candidate ?? -1, checkpoints: new Set(results.map((r) => r.step)).size, results: results.length, failures: failures.length },
+    s3Outputs: files.map(({ Bucket, Key }) => ({ Bucket, Key })),
+  };
 }

@@ -4,10 +4,16 @@
  * surrogate's calibration per round (predictions recorded before measuring), the top molecules
  * drawn with the arm that found each, and what failed and why. Charts are Vega-Lite rendered to
  * SVG here and molecule drawings are data-URI images, so the page needs no network.
+ *
+ * reportStep writes it, with every measurement as CSV, for the pipeline's report Lambda.
  */
 import type { TopLevelSpec } from 'vega-lite';
 import { svgDataUri } from '../approval-page.ts';
 import { escapeHtml, svgOf } from '../charts.ts';
+import { writeFile } from '../documents.ts';
+import { canonicalJson, sha256Hex } from '../json.ts';
+import { parseS3Uri } from '../s3uri.ts';
+import { readCampaign, readPool } from './store.ts';
 import { campaignSummary, hitCurves, isHit, type Campaign, type Measurement } from './discovery.ts';
 import { moleculeSvg } from './pool.ts';
 
@@ -180,5 +186,41 @@ export function discoveryMetrics(campaign: Campaign): Record<string, number> {
     ...(s.basePercent != null ? { basePercent: s.basePercent } : {}),
     ...(last?.calibration?.mae != null ? { lastMaeEv: last.calibration.mae } : {}),
     ...(last?.calibration?.spearman != null ? { lastSpearman: last.calibration.spearman } : {}),
+  };
+}
+
+/** Where the report step writes: `data/<pipeline>/report/` in the bucket. */
+export interface ReportContext {
+  readonly bucket: string;
+  readonly pipeline: string;
+}
+
+/**
+ * The report step: the HTML report and measurements.csv under a prefix named by the campaign
+ * and the config, listed with the campaign document for the publish step.
+ */
+export async function reportStep(ctx: ReportContext, input: { campaignUri: string; config: Record<string, unknown> }) {
+  const { campaignUri, config } = input;
+  const campaign = await readCampaign(campaignUri);
+  const pool = await readPool(campaign.pool.uri);
+  const prefix = `data/${ctx.pipeline}/report/${sha256Hex(canonicalJson({ campaignUri, config })).slice(0, 32)}/`;
+  const written = [
+    await writeFile(ctx.bucket, `${prefix}measurements.csv`, measurementsCsv(campaign), 'text/csv'),
+    await writeFile(
+      ctx.bucket,
+      `${prefix}report.html`,
+      await discoveryReportHtml(campaign, { source: pool.source, size: pool.smiles.length, skipped: pool.skipped }, config),
+      'text/html; charset=utf-8',
+    ),
+  ];
+  const files = [
+    { name: 'campaign.json', uri: campaignUri },
+    ...written.map((w) => ({ name: w.Key.slice(prefix.length), uri: w.uri })),
+  ];
+  return {
+    files,
+    metrics: discoveryMetrics(campaign),
+    reportUri: written.at(-1)!.uri,
+    s3Outputs: [parseS3Uri(campaignUri), ...written.map(({ Bucket, Key }) => ({ Bucket, Key }))],
   };
 }

@@ -136,7 +136,9 @@ function placeHydrogens(atoms: Atom[], bonds: readonly [number, number][]): void
     }
     if (hs.length === 2 && others.length >= 2) {
       // Between two heavy neighbours: above and below the plane, along the outer bisector.
-      hs.forEach((h, k) => place(h, Math.cos((54.75 * Math.PI) / 180), 0, (k === 0 ? 1 : -1) * Math.sin((54.75 * Math.PI) / 180)));
+      hs.forEach((h, k) => {
+place(h, Math.cos((54.75 * Math.PI) / 180), 0, (k === 0 ? 1 : -1) * Math.sin((54.75 * Math.PI) / 180));
+});
       return;
     }
     if (others.length === 0) {

@@ -12,7 +12,6 @@ import { errorName } from '../errors.ts';
 import { jobFailureText } from '../job.ts';
 import { MAX_POLICY_BYTES, gradePolicy } from './mountaincar.ts';
 import { PolicyFormatError } from './errors.ts';
-import { parseOrThrow } from '../schema.ts';
 import { evenlySpaced, MAX_CURVE_POINTS, type CurvePoint, type SeedResult } from './search.ts';
 
 export const GradeRequest = z
@@ -123,8 +122,8 @@ async function readTrainingLog(uri: string | undefined): Promise<{ curve?: Curve
   }
 }
 
-export async function gradeSeed(input: unknown): Promise<SeedResult> {
-  const request = parseOrThrow(GradeRequest, input, 'grade');
+/** The grade of one seed; its handler parses the request (root `grade`). */
+export async function gradeSeed(request: GradeRequest): Promise<SeedResult> {
   const { seed, train } = request;
   if (!train.ok) return { seed, success: null, episodes: 0, failure: failureReason(train.error, train.cause) };
   let bytes: Buffer;

@@ -213,7 +213,9 @@ export function parsePolicy(input: unknown): MountainCarPolicy {
       throw new PolicyFormatError(`${field}.weight`, `must be ${rows} rows of ${cols} numbers (got ${got})`);
     }
     const weight = new Float64Array(rows * cols);
-    weightRows.forEach((row, r) => checkVector(row, cols, `${field}.weight[${r}]`, weight, r * cols));
+    weightRows.forEach((row, r) => {
+checkVector(row, cols, `${field}.weight[${r}]`, weight, r * cols);
+});
     const bias = checkVector(layer.bias, rows, `${field}.bias`);
     return { rows, cols, weight, bias };
   });

@@ -1,6 +1,8 @@
 /**
  * The reward search's Lambda steps: propose (Claude, or reward files), record a generation, plan
  * and record the final, and the report. The search document lives in S3, content-addressed.
+ * Each handler parses its event with the step's request schema (its root names the step in
+ * errors) and the loop's config with LoopConfig (root `config`), then calls the step.
  */
 import { z } from 'zod';
 import { ConfigError } from '../errors.ts';
@@ -19,7 +21,7 @@ export interface StoreContext {
   readonly pipeline: string;
 }
 
-const LoopConfig = z
+export const LoopConfig = z
   .object({
     generations: z.int(),
     candidates: z.int(),
@@ -34,7 +36,7 @@ const LoopConfig = z
     trainTimeoutSeconds: z.int().default(MAX_TRAIN_TIMEOUT_SECONDS),
   })
   .loose();
-type LoopConfig = z.infer<typeof LoopConfig>;
+export type LoopConfig = z.infer<typeof LoopConfig>;
 
 export async function readSearch(uri: string): Promise<RewardSearchDoc> {
   return parseOrThrow(RewardSearchDoc, await readContentAddressed(uri, 'searchUri', 'search document'), 'search');
@@ -47,10 +49,12 @@ async function writeSearch(ctx: StoreContext, doc: RewardSearchDoc): Promise<str
 const itemsFor = (candidates: readonly ProposedCandidate[], config: LoopConfig, seeds: { train: readonly number[]; grade: readonly number[] }) =>
   trainItems(candidates, { trainSeeds: seeds.train, gradeSeeds: seeds.grade, episodesPerSeed: config.episodesPerSeed, train: config.train, timeoutSeconds: config.trainTimeoutSeconds });
 
+export const ProposeRequest = z.object({ generation: z.int().min(1), searchUri: z.string().nullable(), config: z.unknown() }).strict();
+export type ProposeRequest = z.infer<typeof ProposeRequest>;
+
 /** Step 1 of a generation: the candidates (reward files, or Claude with the graded history) and their training items. */
-export async function proposeStep(input: unknown, env: { anthropicSecretArn?: string }) {
-  const { generation, searchUri, config: raw } = parseOrThrow(z.object({ generation: z.int().min(1), searchUri: z.string().nullable(), config: z.unknown() }).strict(), input, 'propose');
-  const config = parseOrThrow(LoopConfig, raw, 'config');
+export async function proposeStep(request: ProposeRequest, config: LoopConfig, env: { anthropicSecretArn?: string }) {
+  const { generation, searchUri } = request;
   let candidates: ProposedCandidate[];
   let usage: { generation: number; inputTokens: number; outputTokens: number; cacheReadTokens: number; cacheWriteTokens: number } | undefined;
   if (config.rewardFiles) {
@@ -71,10 +75,11 @@ const Proposal = z.object({
   usage: z.object({ generation: z.int(), inputTokens: z.number(), outputTokens: z.number(), cacheReadTokens: z.number(), cacheWriteTokens: z.number() }).optional(),
 }).loose();
 
+export const RecordRequest = z.object({ generation: z.int(), searchUri: z.string().nullable(), proposal: Proposal, results: z.array(z.unknown()), config: z.unknown() }).strict();
+export type RecordRequest = z.infer<typeof RecordRequest>;
+
 /** Step 3 of a generation: its seed results into the search document. */
-export async function recordStep(ctx: StoreContext, input: unknown) {
-  const req = parseOrThrow(z.object({ generation: z.int(), searchUri: z.string().nullable(), proposal: Proposal, results: z.array(z.unknown()), config: z.unknown() }).strict(), input, 'record');
-  const config = parseOrThrow(LoopConfig, req.config, 'config');
+export async function recordStep(ctx: StoreContext, req: RecordRequest, config: LoopConfig) {
   const before = req.searchUri ? await readSearch(req.searchUri) : undefined;
   const results = candidateResults(req.proposal.candidates, req.proposal.items as TrainItem[], req.results);
   let doc = recordGeneration(before, req.generation, results);
@@ -85,10 +90,11 @@ export async function recordStep(ctx: StoreContext, input: unknown) {
 
 const Baselines = z.object({ env: z.string().min(1), shaped: z.string().min(1) }).strict();
 
+export const FinalPlanRequest = z.object({ searchUri: z.string(), baselines: Baselines, config: z.unknown() }).strict();
+export type FinalPlanRequest = z.infer<typeof FinalPlanRequest>;
+
 /** The final's plan: the winner and both baselines, retrained on the final's training seeds, graded on its fresh seeds. */
-export async function finalPlanStep(input: unknown) {
-  const req = parseOrThrow(z.object({ searchUri: z.string(), baselines: Baselines, config: z.unknown() }).strict(), input, 'final');
-  const config = parseOrThrow(LoopConfig, req.config, 'config');
+export async function finalPlanStep(req: FinalPlanRequest, config: LoopConfig) {
   const doc = await readSearch(req.searchUri);
   const roles = finalCandidates(doc, {
     env: { name: 'env-reward', rationale: "the environment's own reward: -1 per step", source: req.baselines.env, origin: 'baseline' },
@@ -97,17 +103,22 @@ export async function finalPlanStep(input: unknown) {
   return { phase: 'final', roles: roles.map((r) => r.role), candidates: roles.map((r) => r.candidate), items: itemsFor(roles.map((r) => r.candidate), config, { train: config.finalTrainSeeds, grade: config.finalSeeds }) };
 }
 
-export async function finalRecordStep(ctx: StoreContext, input: unknown) {
-  const req = parseOrThrow(z.object({ searchUri: z.string(), proposal: Proposal.extend({ roles: z.array(z.enum(['winner', 'env-reward', 'shaped-reward'])) }), results: z.array(z.unknown()) }).strict(), input, 'final');
+export const FinalRecordRequest = z.object({ searchUri: z.string(), proposal: Proposal.extend({ roles: z.array(z.enum(['winner', 'env-reward', 'shaped-reward'])) }), results: z.array(z.unknown()) }).strict();
+export type FinalRecordRequest = z.infer<typeof FinalRecordRequest>;
+
+/** The final's record: the graded seeds of the winner and both baselines into the search document. */
+export async function finalRecordStep(ctx: StoreContext, req: FinalRecordRequest) {
   const doc = await readSearch(req.searchUri);
   const roles = req.proposal.roles.map((role, i) => ({ role: role as FinalRole, candidate: req.proposal.candidates[i]! }));
   if (roles.length !== req.proposal.candidates.length) throw new ConfigError('proposal.roles', req.proposal.roles, 'must name one role per candidate');
   return { searchUri: await writeSearch(ctx, recordFinal(doc, roles, req.proposal.items as TrainItem[], req.results)) };
 }
 
+export const ReportRequest = z.object({ searchUri: z.string(), config: z.record(z.string(), z.unknown()) }).strict();
+export type ReportRequest = z.infer<typeof ReportRequest>;
+
 /** The report, the winning reward function and the search document, listed for publishing. */
-export async function reportStep(ctx: StoreContext, input: unknown) {
-  const req = parseOrThrow(z.object({ searchUri: z.string(), config: z.record(z.string(), z.unknown()) }).strict(), input, 'report');
+export async function reportStep(ctx: StoreContext, req: ReportRequest) {
   const doc = await readSearch(req.searchUri);
   const winner = winnerOf(doc);
   const prefix = `data/${ctx.pipeline}/report/${req.searchUri.split('/').pop()!.replace('.json', '')}/`;

@@ -6,7 +6,12 @@
  */
 import type { TopLevelSpec } from 'vega-lite';
 import { escapeHtml, svgOf } from '../charts.ts';
+import { writeFile } from '../documents.ts';
 import { ConfigError } from '../errors.ts';
+import { canonicalJson, sha256Hex } from '../json.ts';
+import { parseS3Uri } from '../s3uri.ts';
+import { CHAMPION_FILE } from './arena.ts';
+import { readLeague } from './league-store.ts';
 import { compareLeaguePlayers, headToHead, type HeadToHead, type LeaguePlayer } from './league.ts';
 import type { CompactRating, LeagueDoc } from './league-doc.ts';
 
@@ -218,4 +223,37 @@ ${failures}
 <pre>${escapeHtml(JSON.stringify(config, null, 2))}</pre>
 </body></html>
 `;
+}
+
+// ---------------------------------------------------------------------------------------
+// The report step (step 3)
+
+/**
+ * The champion's files and the HTML report, written under a prefix named by the league document
+ * and the config, and listed for the publish step. The champion's ONNX is listed where training
+ * wrote it; publishing copies it into the artifact.
+ */
+export async function writeLeagueReport(store: { readonly bucket: string; readonly pipeline: string }, input: { leagueUri: string; config: Record<string, unknown> }) {
+  const { leagueUri, config } = input;
+  const doc = await readLeague(leagueUri);
+  const summary = championSummary(doc);
+  const prefix = `data/${store.pipeline}/report/${sha256Hex(canonicalJson({ leagueUri, config })).slice(0, 32)}/`;
+  const put = async (name: string, body: string, contentType: string) => ({ name, ...(await writeFile(store.bucket, `${prefix}${name}`, body, contentType)) });
+  const written = [
+    await put('elo.json', JSON.stringify(eloTable(doc), null, 2), 'application/json'),
+    await put('head-to-head.json', JSON.stringify(leagueHeadToHead(doc), null, 2), 'application/json'),
+    await put('config.json', JSON.stringify({ config, champion: summary.champion, training: doc.generations.find((g) => g.player === summary.champion.id)?.train.groups }, null, 2), 'application/json'),
+    await put('report.html', await leagueReportHtml(doc, config), 'text/html; charset=utf-8'),
+  ];
+  const files = [
+    { name: CHAMPION_FILE, uri: summary.champion.onnxUri! },
+    { name: 'league.json', uri: leagueUri },
+    ...written.map(({ name, uri }) => ({ name, uri })),
+  ];
+  return {
+    files,
+    metrics: championMetrics(doc),
+    reportUri: written.at(-1)!.uri,
+    s3Outputs: [parseS3Uri(summary.champion.onnxUri!), parseS3Uri(leagueUri), ...written.map(({ Bucket, Key }) => ({ Bucket, Key }))],
+  };
 }

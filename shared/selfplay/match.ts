@@ -326,7 +326,9 @@ export async function playMatch(options: MatchOptions): Promise<MatchResult> {
 
   const batch = new GameBatch(games);
   const aFirst = new Uint8Array(games);
-  seatPlan(games, 1).forEach((seat, i) => (aFirst[i] = seat.learnerFirst ? 1 : 0));
+  seatPlan(games, 1).forEach((seat, i) => {
+(aFirst[i] = seat.learnerFirst ? 1 : 0);
+});
   const master = seededRandom(seed);
   const randomA = seededRandom(childSeed(master));
   const randomB = seededRandom(childSeed(master));

@@ -26,7 +26,7 @@ import { publishArtifact } from '#shared/artifacts.ts';
 import { s3Client } from '#shared/clients/aws.ts';
 import { Game } from '#shared/selfplay/connect4.ts';
 import { seededRandom } from '#shared/random.ts';
-import { captureOutput, startTestRuntime, stopTestRuntime, waitFor, type OutputCapture } from '../support/runtime.ts';
+import { captureOutput, logLines, startTestRuntime, stopTestRuntime, waitFor, type OutputCapture } from '../support/runtime.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const CHROMIUM_ARGS = [
@@ -179,7 +179,7 @@ describe('arena in a browser', () => {
       for (let c = 0; c < 7; c++) assert.ok(await page.locator(`#drop-${c}`).isDisabled(), `column ${c} closed after the end`);
 
       // The Lambda received the signed-in user's claims from the authorizer.
-      await waitFor('the game-over log line', () => output.text().includes('"message":"arena game over","player":"alice"'));
+      await waitFor('the game-over log line', () => logLines(output.text()).some((line) => line.message === 'arena game over' && line.player === 'alice'));
       assert.deepEqual(pageErrors, []);
       const accessToken = await page.evaluate(() => (JSON.parse(sessionStorage.getItem('arena.session') ?? '{}') as { accessToken: string }).accessToken);
       finished = { moves, status, accessToken };

@@ -350,7 +350,7 @@ describe('step constructs, rendered: the probe pipeline', () => {
 // ---- validation ----------------------------------------------------------------------------
 
 
-const SQUARE_ENTRY = join(REPO_ROOT, 'test', 'fixtures', 'probe', 'functions', 'square.ts');
+const SQUARE_ENTRY = join(REPO_ROOT, 'functions', 'probe', 'square', 'handler.ts');
 
 /** Asserts that `build` throws a ConfigError naming `field` and the value received. */
 function throwsConfigError(build: () => unknown, field: string, value: string): void {

@@ -9,6 +9,8 @@ import { join } from 'node:path';
 import { LocalRuntime, type RuntimeOptions } from '#infra/local/runtime.ts';
 import { ProbeConfig } from '#pipelines/probe/config.ts';
 
+export { captureOutput, logLines, type LogLine, type OutputCapture } from './output.ts';
+
 /** Starts a runtime in a new temporary data directory; retries wait 1 ms so failures are quick. */
 export async function startTestRuntime(options: Omit<RuntimeOptions, 'dataDir'> = {}): Promise<LocalRuntime> {
   const dataDir = mkdtempSync(join(tmpdir(), 'fp-test-'));
@@ -146,33 +148,6 @@ export function approvalLinkIn(text: string): string {
   const match = /https?:\/\/[^\s"<>]+\/approvals\/[A-Za-z0-9_-]+\?exp=\d+&sig=[A-Za-z0-9_-]+/.exec(text);
   if (!match) throw new Error(`no approval link in:\n${text}`);
   return match[0];
-}
-
-export interface OutputCapture {
-  /** Everything written to stdout and stderr since the capture began. */
-  text(): string;
-  restore(): void;
-}
-
-/**
- * Records what this process writes to stdout and stderr (console calls, and the output of the
- * Lambda worker threads, which Node forwards to the main thread's streams), still passing it on.
- */
-export function captureOutput(): OutputCapture {
-  const chunks: string[] = [];
-  const streams = [process.stdout, process.stderr];
-  const originals = streams.map((stream) => stream.write);
-  streams.forEach((stream, i) => {
-    const original = originals[i]!;
-    stream.write = function (this: NodeJS.WriteStream, chunk: unknown, ...rest: unknown[]) {
-      chunks.push(typeof chunk === 'string' ? chunk : Buffer.from(chunk as Uint8Array).toString('utf8'));
-      return (original as (...args: unknown[]) => boolean).call(this, chunk, ...rest);
-    } as typeof stream.write;
-  });
-  return {
-    text: () => chunks.join(''),
-    restore: () => streams.forEach((stream, i) => (stream.write = originals[i]!)),
-  };
 }
 
 /** The probe pipeline's input; every field given, so the config is what the test says. */

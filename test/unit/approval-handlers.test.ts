@@ -13,6 +13,7 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { approvalDigest, linkSignature } from '#shared/approval.ts';
 import { ConfigError, NotFoundError } from '#shared/errors.ts';
 import { sha256Hex } from '#shared/json.ts';
+import { captureOutput, type OutputCapture } from '../support/output.ts';
 
 // Handlers read their environment at import time.
 const SIGNING_KEY = 'test-signing-key-0123456789abcdef';
@@ -47,17 +48,26 @@ const approvalEvent = {
   timeoutSeconds: 3600,
 };
 
-/** Everything written to the console during the tests, to scan for the token. */
-const logged: string[] = [];
+/**
+ * Everything written to the console or to stdout and stderr during the tests, to scan for the
+ * token: the handlers log through Powertools' Logger, which writes to the streams.
+ */
+const consoleLines: string[] = [];
 const originalConsole = { ...console };
+let output: OutputCapture | undefined;
 before(() => {
   for (const level of ['log', 'info', 'warn', 'error', 'debug'] as const) {
     console[level] = (...args: unknown[]) => {
-      logged.push(args.map((arg) => (typeof arg === 'string' ? arg : inspect(arg, { depth: 10 }))).join(' '));
+      consoleLines.push(args.map((arg) => (typeof arg === 'string' ? arg : inspect(arg, { depth: 10 }))).join(' '));
     };
   }
+  output = captureOutput();
 });
-after(() => Object.assign(console, originalConsole));
+after(() => {
+  Object.assign(console, originalConsole);
+  output?.restore();
+});
+const logged = (): string[] => [...consoleLines, ...(output?.text().split('\n') ?? [])];
 
 /** The bucket as the S3 mock serves it: key -> bytes; a missing key is NoSuchKey, as S3 answers. */
 const objects = new Map<string, Buffer>();
@@ -203,11 +213,11 @@ describe('approval-request handler', () => {
     const fragments = [TASK_TOKEN, TASK_TOKEN.slice(0, 24), TASK_TOKEN.slice(-24)];
     const emailInput = JSON.stringify({ ...email, Content: undefined });
     for (const fragment of fragments) {
-      for (const [where, text] of Object.entries({ link: link.href, mime, decoded, emailInput, page: page.html, logs: logged.join('\n') })) {
+      for (const [where, text] of Object.entries({ link: link.href, mime, decoded, emailInput, page: page.html, logs: logged().join('\n') })) {
         assert.ok(!text.includes(fragment), `token fragment found in ${where}`);
       }
     }
-    assert.ok(logged.some((line) => line.includes('approval requested')), 'the handler logs something to scan');
+    assert.ok(logged().some((line) => line.includes('approval requested')), 'the handler logs something to scan');
   });
 
   it('rejects a malformed request naming the field, before storing anything', async () => {
@@ -580,7 +590,7 @@ describe('approval-api GET with an items document', () => {
     const { response, html } = await getPage(link);
     assert.equal(response.statusCode, 200);
     assert.match(html, /could not be read \(SlowDown\)\. Reload the page/);
-    assert.ok(logged.some((line) => line.includes('could not read the approval items document') && line.includes('SlowDown')));
+    assert.ok(logged().some((line) => line.includes('could not read the approval items document') && line.includes('SlowDown')));
   });
 
   it('decides without reading the document', async () => {

@@ -210,7 +210,9 @@ describe('engine patch: States.Hash digests match AWS (node:crypto)', () => {
       });
       const output = (await run(definition, { s: inputs })) as Record<string, string>;
       const node = { 'MD5': 'md5', 'SHA-1': 'sha1', 'SHA-256': 'sha256', 'SHA-384': 'sha384', 'SHA-512': 'sha512' }[algorithm];
-      inputs.forEach((text, i) => assert.equal(output[`h${i}`], createHash(node).update(text, 'utf8').digest('hex'), `length ${text.length}`));
+      inputs.forEach((text, i) => {
+assert.equal(output[`h${i}`], createHash(node).update(text, 'utf8').digest('hex'), `length ${text.length}`);
+});
     });
   }
 

@@ -12,6 +12,7 @@ import { startS3rver, type S3Emulator } from '#infra/local/emulators.ts';
 import { LOCAL_KEY } from '#infra/local/resolve.ts';
 import { resetClients, s3Client } from '#shared/clients/aws.ts';
 import { presignJob } from '#shared/presign.ts';
+import { handler as presignHandler } from '#functions/platform/presign-job/handler.ts';
 
 describe('presigned URLs for a sandboxed job', () => {
   let work: string;
@@ -48,9 +49,9 @@ describe('presigned URLs for a sandboxed job', () => {
     assert.ok(!urls.specUrl.includes(LOCAL_KEY + ':'), 'no secret in the URL');
   });
 
-  it('names a bad request field', async () => {
-    await assert.rejects(presignJob({ specUri: 's3://jobs/a', outputUri: 's3://jobs/out', outputs: [], expiresSeconds: 3600 }), /presign\.outputUri/);
-    await assert.rejects(presignJob({ specUri: 's3://jobs/a', outputUri: 's3://jobs/out/', outputs: ['../x'], expiresSeconds: 3600 }), /presign\.outputs\.0/);
-    await assert.rejects(presignJob({ specUri: 's3://jobs/a', outputUri: 's3://jobs/out/', outputs: [], expiresSeconds: 13 * 3600 }), /presign\.expiresSeconds/);
+  it('names a bad request field (the handler parses the request)', async () => {
+    await assert.rejects(presignHandler({ specUri: 's3://jobs/a', outputUri: 's3://jobs/out', outputs: [], expiresSeconds: 3600 }), /presign\.outputUri/);
+    await assert.rejects(presignHandler({ specUri: 's3://jobs/a', outputUri: 's3://jobs/out/', outputs: ['../x'], expiresSeconds: 3600 }), /presign\.outputs\.0/);
+    await assert.rejects(presignHandler({ specUri: 's3://jobs/a', outputUri: 's3://jobs/out/', outputs: [], expiresSeconds: 13 * 3600 }), /presign\.expiresSeconds/);
   });
 });

@@ -155,7 +155,9 @@ describe('parsePolicy: the data-only format', () => {
       // numpy's matrix products (BLAS: its own summation order, FMA or not) and SIMD tanh
       // against plain loops and V8's tanh: sums of 64 rounded products of small weights, so
       // well under 1e-13 apart; the stated tolerance is 1e-12.
-      logits.forEach((v, a) => assertClose(v, vectors.policy.logits[i][a], { abs: TOL.logit }, `logit ${a} at observation ${i}`));
+      logits.forEach((v, a) => {
+assertClose(v, vectors.policy.logits[i][a], { abs: TOL.logit }, `logit ${a} at observation ${i}`);
+});
       // The greedy action is an argmax: asserted only with the top two logits far apart.
       assert.ok(topTwoGap(logits) > MARGIN, `observation ${i}: top two logits ${[...logits]} nearly tie`);
       assert.equal(act({ position, velocity }), vectors.policy.actions[i], `action at observation ${i}`);

@@ -71,7 +71,7 @@ const input = {
 
 const doc = RewardSearchDoc.parse(input);
 
-const unescape = (s: string) => s.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&amp;/g, '&');
+const unescapeHtml = (s: string) => s.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&amp;/g, '&');
 /** The content of the element with this id (no element of the same tag nests inside the ones read here). */
 const textOf = (html: string, id: string) => html.match(new RegExp(`<(\\w+) id="${id}"[^>]*>([\\s\\S]*?)</\\1>`))?.[2];
 
@@ -97,7 +97,7 @@ describe('reward search report', () => {
     assert.doesNotMatch(html, /<img/i);
     assert.doesNotMatch(html, /<b>process limit/);
     assert.doesNotMatch(html, /<file>/);
-    assert.equal(unescape(textOf(html, 'winner-source')!), HOSTILE_SOURCE);
+    assert.equal(unescapeHtml(textOf(html, 'winner-source')!), HOSTILE_SOURCE);
     assert.match(html, /# &lt;\/pre&gt;&lt;script&gt;alert\(1\)&lt;\/script&gt;/);
     assert.match(html, /&lt;img src=x onerror=alert\(2\)&gt;/);
     assert.match(html, /energy &quot;v2&quot; &lt;file&gt;\.py/);
@@ -115,7 +115,7 @@ describe('reward search report', () => {
         '1 other candidate is within that margin of the top one, so the order among them is not meaningful.',
     );
     const ranking = html.match(/<table id="ranking">[\s\S]*?<\/table>/)![0];
-    const order = [...ranking.matchAll(/<tr><td>\d+<\/td><td>\d+<\/td><td>([^<]+)<\/td>/g)].map((m) => unescape(m[1]!));
+    const order = [...ranking.matchAll(/<tr><td>\d+<\/td><td>\d+<\/td><td>([^<]+)<\/td>/g)].map((m) => unescapeHtml(m[1]!));
     assert.deepEqual(order, ['momentum', 'energy', 'progress', 'energy "v2" <file>.py', 'fork_bomb']);
     assert.equal(
       seedNoiseSentence({ noise: { medianStd: null, seedsPerCandidate: null, distinguishableDifference: null }, ranking: rewardSearchSummary(doc).ranking }).startsWith('Every candidate was trained on a single seed'),

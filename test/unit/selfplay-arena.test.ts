@@ -1,6 +1,6 @@
 /**
- * The arena: the game protocol (shared/selfplay/arena.ts), the champion's cache (functions/selfplay/arena/
- * champion.ts) and the HTTP handler, run in-process. DynamoDB and S3 are mocked at the SDK's edge;
+ * The arena: the game protocol (shared/selfplay/arena.ts), the champion's cache
+ * (shared/selfplay/champion.ts), the page and the HTTP handler, run in-process. DynamoDB and S3 are mocked at the SDK's edge;
  * the champions are real ONNX models built by test/fixtures/connect4/make_policy.py and played
  * with onnxruntime-node.
  */
@@ -24,8 +24,9 @@ import { Game } from '#shared/selfplay/connect4.ts';
 import { ConfigError } from '#shared/errors.ts';
 import type { Policy } from '#shared/selfplay/match.ts';
 import { ENV } from '#shared/env.ts';
-import { ChampionSource } from '#functions/selfplay/arena/champion.ts';
-import { MOVE_PATH, renderArenaPage } from '#functions/selfplay/arena/page.ts';
+import { ChampionSource } from '#shared/selfplay/champion.ts';
+import { MOVE_PATH, renderArenaPage } from '#shared/selfplay/arena-page.ts';
+import { captureOutput, logLines, type OutputCapture } from '../support/output.ts';
 
 const python = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
 const makePolicy = join(REPO_ROOT, 'test/fixtures/connect4/make_policy.py');
@@ -273,17 +274,18 @@ describe('renderArenaPage', () => {
 describe('ChampionSource', () => {
   let clock = 0;
   let source: ChampionSource;
-  const warnings: string[] = [];
-  const originalWarn = console.warn;
+  // Its warnings: Powertools' Logger writes them to stderr, through a console of its own.
+  let output: OutputCapture | undefined;
+  const warnings = () => logLines(output?.text() ?? '').filter((line) => line.level === 'WARN').map((line) => JSON.stringify(line));
 
   beforeEach(() => {
     clock = 1_000_000;
     source = new ChampionSource({ where, now: () => clock });
-    warnings.length = 0;
-    console.warn = (message: string) => warnings.push(message);
+    output?.restore();
+    output = captureOutput();
   });
   after(() => {
-    console.warn = originalWarn;
+    output?.restore();
   });
 
   it('is unavailable, saying what to do, before any champion is published', async () => {
@@ -328,7 +330,7 @@ describe('ChampionSource', () => {
     publishChampion(2, model('corrupt.onnx'));
     clock += CHAMPION_RECHECK_MS;
     assert.equal((await source.get()).version, 1);
-    assert.match(warnings.join('\n'), /could not load selfplay-champion version 2; still playing version 1/);
+    assert.match(warnings().join('\n'), /could not load selfplay-champion version 2; still playing version 1/);
   });
 
   it('keeps playing the current champion when the index cannot be read', async () => {
@@ -337,7 +339,7 @@ describe('ChampionSource', () => {
     ddb.on(QueryCommand).rejects(Object.assign(new Error('Rate exceeded'), { name: 'ProvisionedThroughputExceededException' }));
     clock += CHAMPION_RECHECK_MS;
     assert.equal((await source.get()).version, 1);
-    assert.match(warnings.join('\n'), /ProvisionedThroughputExceededException/);
+    assert.match(warnings().join('\n'), /ProvisionedThroughputExceededException/);
   });
 
   it('is unavailable when the only version is not a usable model', async () => {

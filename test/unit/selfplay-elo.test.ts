@@ -6,7 +6,7 @@ import { randomInt, sampleBinomial, seededRandom, type Random } from '#shared/ra
 import { assertClose } from '../support/floats.ts';
 
 /** 400 * log10(3): a 75 % score is worth this many Elo points (closed form, two players). */
-const ELO_75_PERCENT = 190.84850188786497;
+const ELO_75_PERCENT = 190.84850188786498;
 
 const match = (a: string, b: string, winsA: number, winsB: number, draws = 0): EloMatch => ({ a, b, winsA, winsB, draws });
 

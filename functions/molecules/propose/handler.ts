@@ -3,9 +3,11 @@
  * sample), molecules known from earlier runs taken from the oracle cache, the rest split into
  * oracle jobs and written as the approval email's items.
  */
+import type { Context } from 'aws-lambda';
 import { z } from 'zod';
 import { proposeStep } from '#shared/molecules/campaign.ts';
 import { ENV, requireEnv } from '#shared/env.ts';
+import { startInvocationLog } from '#shared/log.ts';
 import { parseOrThrow } from '#shared/schema.ts';
 
 const ctx = {
@@ -17,7 +19,8 @@ const ctx = {
 
 const Event = z.object({ campaignUri: z.string(), options: z.unknown() }).strict();
 
-export async function handler(event: unknown) {
+export async function handler(event: unknown, context?: Context) {
+  startInvocationLog(context, { step: 'propose' });
   const { campaignUri, options } = parseOrThrow(Event, event);
   return proposeStep(ctx, campaignUri, options as never);
 }

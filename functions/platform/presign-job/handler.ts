@@ -1,6 +1,10 @@
 /** Presigned URLs for a sandboxed job's spec and outputs (shared/presign.ts). */
-import { presignJob } from '#shared/presign.ts';
+import type { Context } from 'aws-lambda';
+import { startInvocationLog } from '#shared/log.ts';
+import { presignJob, PresignRequest } from '#shared/presign.ts';
+import { parseOrThrow } from '#shared/schema.ts';
 
-export async function handler(event: unknown) {
-  return presignJob(event);
+export async function handler(event: unknown, context?: Context) {
+  startInvocationLog(context, { step: 'presign-job' });
+  return presignJob(parseOrThrow(PresignRequest, event, 'presign'));
 }

@@ -3,8 +3,10 @@
  * A snapshot's ONNX comes from S3; a corrupt or wrong-shaped one raises InvalidPolicyModel, which
  * retrying cannot fix (the state machine records it for this pair and the league goes on).
  */
+import type { Context } from 'aws-lambda';
 import { createRandomBot, createTacticalBot } from '#shared/selfplay/bots.ts';
 import { readObjectBytes } from '#shared/clients/aws.ts';
+import { startInvocationLog } from '#shared/log.ts';
 import { loadOnnxPolicy, type OnnxPolicy } from '#shared/selfplay/onnx.ts';
 import { botSeed, MatchRequest, toMatchResult, type LeaguePlayer } from '#shared/selfplay/league.ts';
 import { botPolicy, playMatch, type Policy } from '#shared/selfplay/match.ts';
@@ -31,7 +33,8 @@ async function policyOf(player: LeaguePlayer, seed: number): Promise<Policy> {
   return snapshotPolicy(player);
 }
 
-export async function handler(event: unknown) {
+export async function handler(event: unknown, context?: Context) {
+  startInvocationLog(context, { step: 'match' });
   const { a, b, games, seed, mode } = parseOrThrow(MatchRequest, event);
   const [policyA, policyB] = await Promise.all([policyOf(a, botSeed(seed, 'a')), policyOf(b, botSeed(seed, 'b'))]);
   return toMatchResult(await playMatch({ a: policyA, b: policyB, games, seed, mode }), a.id, b.id);

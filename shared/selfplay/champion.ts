@@ -14,14 +14,18 @@
  *   after publication is refused rather than played under the version's name.
  *
  * A Lambda container runs one request at a time, so the replaced session is released at once.
+ *
+ * playArenaMove is the arena's move request: the game replayed, the champion's reply, and a log
+ * line (`arena game over`, with the player) when the game ends.
  */
-import { getArtifactVersion, type ArtifactVersion, type IndexLocation } from '#shared/artifacts.ts';
-import { CHAMPION_ARTIFACT, CHAMPION_FILE, CHAMPION_RECHECK_MS } from '#shared/selfplay/arena.ts';
-import { ChampionUnavailable } from '#shared/selfplay/errors.ts';
-import { readObjectBytes } from '#shared/clients/aws.ts';
-import { loadOnnxPolicy, type OnnxPolicy } from '#shared/selfplay/onnx.ts';
-import { NotFoundError, errorName } from '#shared/errors.ts';
-import { sha256Hex } from '#shared/json.ts';
+import { getArtifactVersion, type ArtifactVersion, type IndexLocation } from '../artifacts.ts';
+import { readObjectBytes } from '../clients/aws.ts';
+import { NotFoundError, errorName } from '../errors.ts';
+import { sha256Hex } from '../json.ts';
+import { logger } from '../log.ts';
+import { CHAMPION_ARTIFACT, CHAMPION_FILE, CHAMPION_RECHECK_MS, playArenaTurn, replayArenaGame, type ArenaRequest, type ArenaState } from './arena.ts';
+import { ChampionUnavailable } from './errors.ts';
+import { loadOnnxPolicy, type OnnxPolicy } from './onnx.ts';
 
 export interface Champion {
   readonly version: number;
@@ -87,7 +91,7 @@ export class ChampionSource {
     if (this.current) {
       // Checked, even though it failed: retrying on every request would hammer a struggling service.
       this.checkedAt = this.now();
-      console.warn(JSON.stringify({ message: `${what}; still playing version ${this.current.version}`, error: errorName(error), detail: message }));
+      logger.warn(`${what}; still playing version ${this.current.version}`, { error: errorName(error), detail: message });
       return this.current;
     }
     if (error instanceof ChampionUnavailable) throw error;
@@ -108,4 +112,23 @@ async function loadChampion(artifact: ArtifactVersion): Promise<OnnxPolicy> {
     throw new ChampionUnavailable(`${label}: ${file.uri} has sha256 ${sha256}, but the index recorded ${file.sha256} at publication`);
   }
   return loadOnnxPolicy(bytes, { name: label });
+}
+
+/** The arena's state after the champion's reply (when it is to move), with the champion's version. */
+export interface ArenaMoveResult extends ArenaState {
+  readonly champion: { readonly artifact: string; readonly version: number };
+}
+
+/**
+ * One move request of the arena (arena.ts: its steps and errors). `player` is who is playing, as
+ * the sign-in names them (a JWT claim), for the log line.
+ */
+export async function playArenaMove(champions: ChampionSource, request: ArenaRequest, player: unknown): Promise<ArenaMoveResult> {
+  const arena = replayArenaGame(request);
+  const champion = await champions.get();
+  const state = await playArenaTurn(arena, champion.policy);
+  if (state.status !== 'playing') {
+    logger.info('arena game over', { player, result: state.status, human: state.human, plies: state.moves.length, championVersion: champion.version });
+  }
+  return { ...state, champion: { artifact: CHAMPION_ARTIFACT, version: champion.version } };
 }

@@ -12,7 +12,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import type { ArenaSignIn } from '#shared/selfplay/arena.ts';
+import type { ArenaSignIn } from './arena.ts';
 
 /** Where the page posts moves: an absolute path, since the page may be opened as /arena or /arena/. */
 export const MOVE_PATH = '/arena/move';
