@@ -13,7 +13,7 @@ class ChainStack extends Stack {
     super(scope, id, props);
     let chain: sfn.Chain | undefined;
     for (let i = 0; i < CHAIN_LENGTH; i++) {
-      const pass = new sfn.Pass(this, `P${i}`, { parameters: { 'i': i, 'config.$': '$.config' } });
+      const pass = new sfn.Pass(this, `P${i}`, { parameters: { i: i, 'config.$': '$.config' } });
       chain = chain ? chain.next(pass) : sfn.Chain.start(pass);
     }
     new PipelineStateMachine(this, 'Pipeline', { pipeline: 'bench-chain', definition: chain!, resources: props.resources });

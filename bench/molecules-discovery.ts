@@ -33,7 +33,15 @@ export interface DiscoveryFigures {
   readonly goal: number;
   readonly oracleCalls: number;
   readonly batchJobs: number;
-  readonly rounds: { round: number; decision: string; hitsSurrogate: number; hitsRandom: number; mae: number | null; spearman: number | null; maeRandom: number | null }[];
+  readonly rounds: {
+    round: number;
+    decision: string;
+    hitsSurrogate: number;
+    hitsRandom: number;
+    mae: number | null;
+    spearman: number | null;
+    maeRandom: number | null;
+  }[];
 }
 
 /** Approves by the emailed link: GET the page, then POST its form with Approve. */
@@ -64,7 +72,9 @@ export async function measureDiscovery(size = 'local'): Promise<DiscoveryFigures
       pending.push(
         import('node:fs').then(({ readFileSync }) => {
           // The text part is quoted-printable: undo soft line breaks and =3D before looking for the link.
-          const raw = readFileSync(file, 'utf8').replace(/=\r?\n/g, '').replace(/=3D/g, '=');
+          const raw = readFileSync(file, 'utf8')
+            .replace(/=\r?\n/g, '')
+            .replace(/=3D/g, '=');
           return approve(raw);
         }),
       );
@@ -110,7 +120,10 @@ export async function measureDiscovery(size = 'local'): Promise<DiscoveryFigures
 export function describeDiscovery(f: DiscoveryFigures): string {
   const ratio = f.hitRatio === null ? 'random found none' : `${f.hitRatio.toFixed(1)}x (goal >= ${f.goal}x)`;
   const rounds = f.rounds
-    .map((r) => `  round ${r.round} ${r.decision}: hits surrogate ${r.hitsSurrogate}, random ${r.hitsRandom}; MAE ${r.mae?.toFixed(3) ?? '-'} eV (random arm ${r.maeRandom?.toFixed(3) ?? '-'}), Spearman ${r.spearman?.toFixed(2) ?? '-'}`)
+    .map(
+      (r) =>
+        `  round ${r.round} ${r.decision}: hits surrogate ${r.hitsSurrogate}, random ${r.hitsRandom}; MAE ${r.mae?.toFixed(3) ?? '-'} eV (random arm ${r.maeRandom?.toFixed(3) ?? '-'}), Spearman ${r.spearman?.toFixed(2) ?? '-'}`,
+    )
     .join('\n');
   return (
     `molecular discovery (${f.size}): pool ${f.poolSize}, threshold ${f.thresholdEv?.toFixed(3)} eV (base rate ${f.basePercent?.toFixed(1)} % of ${f.sample.calls - f.sample.failed} sampled); ` +

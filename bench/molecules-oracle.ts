@@ -148,7 +148,12 @@ interface OracleRun {
 /** The oracle job end to end: spec into s3rver, the job through the BatchHost, result.json back. */
 async function oracleJob(smiles: readonly string[], work: string, definition: LocalJobDefinition): Promise<OracleRun> {
   const s3rver = await startS3rver(join(work, 's3'), 0);
-  const s3 = new S3Client({ forcePathStyle: true, endpoint: s3rver.url, region: LOCAL_REGION, credentials: { accessKeyId: LOCAL_KEY, secretAccessKey: LOCAL_KEY } });
+  const s3 = new S3Client({
+    forcePathStyle: true,
+    endpoint: s3rver.url,
+    region: LOCAL_REGION,
+    credentials: { accessKeyId: LOCAL_KEY, secretAccessKey: LOCAL_KEY },
+  });
   const host = new BatchHost(join(work, 'jobs'), {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
     HOME: process.env.HOME ?? '/tmp',
@@ -159,7 +164,11 @@ async function oracleJob(smiles: readonly string[], work: string, definition: Lo
   });
   try {
     await s3.send(new CreateBucketCommand({ Bucket: BUCKET }));
-    const spec = { molecules: smiles.map((s, i) => ({ id: `m-${String(i).padStart(3, '0')}`, smiles: s })), xtb: { timeoutSeconds: 120, seed: 0 }, parallel: 1 };
+    const spec = {
+      molecules: smiles.map((s, i) => ({ id: `m-${String(i).padStart(3, '0')}`, smiles: s })),
+      xtb: { timeoutSeconds: 120, seed: 0 },
+      parallel: 1,
+    };
     const t0 = performance.now();
     await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'bench/spec.json', Body: JSON.stringify(spec) }));
     await host.run(definition, 'oracle-bench', { JOB_SPEC_URI: `s3://${BUCKET}/bench/spec.json`, OUTPUT_URI: `s3://${BUCKET}/bench/output/` });
@@ -169,7 +178,13 @@ async function oracleJob(smiles: readonly string[], work: string, definition: Lo
       summary: { ok: number; failed: number; wallSeconds: number };
     };
     const seconds = (performance.now() - t0) / 1000;
-    return { seconds, loopSeconds: result.summary.wallSeconds, ok: result.summary.ok, failed: result.summary.failed, xtbRuns: result.measurements.reduce((n, m) => n + m.attempts, 0) };
+    return {
+      seconds,
+      loopSeconds: result.summary.wallSeconds,
+      ok: result.summary.ok,
+      failed: result.summary.failed,
+      xtbRuns: result.measurements.reduce((n, m) => n + m.attempts, 0),
+    };
   } finally {
     host.stop();
     s3.destroy();

@@ -49,11 +49,22 @@ export async function measureRewards(): Promise<RewardsFigures> {
     plain.push(performance.now() - t);
   }
   let dir = workDir();
-  const torch = await runSandboxed({ command: '/usr/bin/python3', args: ['-c', 'import time; t = time.time(); import torch; print(time.time() - t)'], workDir: dir, env: { OMP_NUM_THREADS: '1' } });
+  const torch = await runSandboxed({
+    command: '/usr/bin/python3',
+    args: ['-c', 'import time; t = time.time(); import torch; print(time.time() - t)'],
+    workDir: dir,
+    env: { OMP_NUM_THREADS: '1' },
+  });
   rmSync(dir, { recursive: true, force: true });
 
   const totalSteps = 8000;
-  const spec = { reward_source: readFileSync(join(REPO_ROOT, 'batch-jobs/rewards-train/rewards/shaped_reward.py'), 'utf8'), seed: 1, total_steps: totalSteps, num_envs: 8, evaluation_episodes: 0 };
+  const spec = {
+    reward_source: readFileSync(join(REPO_ROOT, 'batch-jobs/rewards-train/rewards/shaped_reward.py'), 'utf8'),
+    seed: 1,
+    total_steps: totalSteps,
+    num_envs: 8,
+    evaluation_episodes: 0,
+  };
   const job = (workDir: string) => ({ jobDir: 'batch-jobs/rewards-train', workDir, args: ['main.py', '--spec', '/job/spec.json', '--output-dir', '/job/out'] });
   const rewardSecondsIn = (dir: string) => (JSON.parse(readFileSync(join(dir, 'out', 'result.json'), 'utf8')) as { rewardSeconds: number }).rewardSeconds;
   dir = workDir();

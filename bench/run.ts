@@ -75,8 +75,16 @@ async function transitionOverhead(): Promise<void> {
       if (record.status !== 'SUCCEEDED' || record.stats.statesEntered !== CHAIN_LENGTH) throw new Error(`chain run ${record.status}`);
       if (i >= 2) perTransition.push(ms / CHAIN_LENGTH); // the first runs warm up the JIT
     }
-    figures.transitionOverheadMs = { median: median(perTransition), min: Math.min(...perTransition), goal: 5, states: CHAIN_LENGTH, runs: perTransition.length };
-    console.log(`runtime overhead per state transition: ${median(perTransition).toFixed(3)} ms (median of ${perTransition.length} runs of ${CHAIN_LENGTH} states; goal <= 5 ms)`);
+    figures.transitionOverheadMs = {
+      median: median(perTransition),
+      min: Math.min(...perTransition),
+      goal: 5,
+      states: CHAIN_LENGTH,
+      runs: perTransition.length,
+    };
+    console.log(
+      `runtime overhead per state transition: ${median(perTransition).toFixed(3)} ms (median of ${perTransition.length} runs of ${CHAIN_LENGTH} states; goal <= 5 ms)`,
+    );
   } finally {
     await runtime.stop();
     rmSync(dir, { recursive: true, force: true });
@@ -154,7 +162,9 @@ function eloFit(): void {
   fitElo(input, { bootstrapSamples: 200 });
   const withBootstrap = performance.now() - t0;
   figures.eloFit = { matches: matches.length, players: players.length, pointFitMs: median(point), goalMs: 50, withBootstrap200Ms: withBootstrap };
-  console.log(`Elo fit, 22 players / ${matches.length} matches: ${median(point).toFixed(2)} ms (goal <= 50 ms); with 200 bootstrap resamples ${withBootstrap.toFixed(0)} ms`);
+  console.log(
+    `Elo fit, 22 players / ${matches.length} matches: ${median(point).toFixed(2)} ms (goal <= 50 ms); with 200 bootstrap resamples ${withBootstrap.toFixed(0)} ms`,
+  );
 }
 
 const python = '/usr/bin/python3';
@@ -242,7 +252,10 @@ async function evaluations(): Promise<void> {
   const runtime = await LocalRuntime.start({ dataDir: join(dir, 'data'), pipelines: [pipelineNamed(EVALS_PIPELINE), pipelineNamed(LM_SFT_PIPELINE)] });
   const where = { table: runtime.resources.tables[0]!, bucket: runtime.resources.buckets[0]! };
   try {
-    for (const [name, scorer] of [['arithmetic', 'exact-number'], ['reversal', 'exact-string']] as const) {
+    for (const [name, scorer] of [
+      ['arithmetic', 'exact-number'],
+      ['reversal', 'exact-string'],
+    ] as const) {
       await registerBenchmark(where, { name, scorer, sampleSize: 100, data: readFileSync(join(data, `${name}.jsonl`), 'utf8') });
     }
     await setGuardSettings(where, { target: 'arithmetic', guard: 'reversal', marginPoints: 2 });
@@ -257,7 +270,9 @@ async function evaluations(): Promise<void> {
       const key = (record?.input as { trigger?: { key: string } } | undefined)?.trigger?.key;
       if (key && uploaded.has(key)) latencies.push(performance.now() - uploaded.get(key)!);
     });
-    runtime.on('executionDone', (r: ExecutionRecord) => { if (r.pipeline === EVALS_PIPELINE) evalRecords.push(r); });
+    runtime.on('executionDone', (r: ExecutionRecord) => {
+      if (r.pipeline === EVALS_PIPELINE) evalRecords.push(r);
+    });
     const config = LmSftConfig.parse(LM_SFT_SIZES.test);
     const producer = await runtime.startExecution(LM_SFT_PIPELINE, { config }).done;
     await runtime.idle();
@@ -268,13 +283,27 @@ async function evaluations(): Promise<void> {
     const before = evalRecords.length;
     for (const key of manifests) {
       const head = await s3Client().send(new HeadObjectCommand({ Bucket: where.bucket, Key: key }));
-      const event = { id: `bench-${key}`, time: new Date().toISOString(), detail: { bucket: { name: where.bucket }, object: { key, etag: head.ETag!.replaceAll('"', ''), size: head.ContentLength!, 'version-id': head.VersionId } }, source: 'aws.s3', 'detail-type': 'Object Created' };
+      const event = {
+        id: `bench-${key}`,
+        time: new Date().toISOString(),
+        detail: {
+          bucket: { name: where.bucket },
+          object: { key, etag: head.ETag!.replaceAll('"', ''), size: head.ContentLength!, 'version-id': head.VersionId },
+        },
+        source: 'aws.s3',
+        'detail-type': 'Object Created',
+      };
       for (let i = 0; i < 3; i++) await runtime.deliverEvent(event);
     }
     await runtime.idle();
     const afterRepeats = evalRecords.length;
     const jobsBefore = runtime.counters().batchJobs;
-    await registerBenchmark(where, { name: 'arithmetic-small', scorer: 'exact-number', sampleSize: 50, data: readFileSync(join(data, 'arithmetic.jsonl'), 'utf8') });
+    await registerBenchmark(where, {
+      name: 'arithmetic-small',
+      scorer: 'exact-number',
+      sampleSize: 50,
+      data: readFileSync(join(data, 'arithmetic.jsonl'), 'utf8'),
+    });
     const summary = await backfill(config.run, undefined, { target: 'local' }, { out: () => {}, err: (l) => console.error(l) }, runtime);
     // Samples per second of the eval job's generation and scoring (one thread, CPU), per benchmark.
     const rates = new Map<string, number[]>();
@@ -298,7 +327,11 @@ async function evaluations(): Promise<void> {
       `evaluations: ${checkpoints} checkpoints uploaded -> ${before} executions; after ${manifests.length * 3} repeated deliveries: ${afterRepeats}; ` +
         `backfill of one new benchmark: ${runtime.counters().batchJobs - jobsBefore} eval jobs for ${summary.checkpoints} checkpoints; upload-to-execution ${median(latencies).toFixed(0)} ms median`,
     );
-    console.log(`eval throughput (median samples/s, one thread): ${Object.entries(samplesPerSecond).map(([b, x]) => `${b} ${x.toFixed(0)}`).join(', ')}`);
+    console.log(
+      `eval throughput (median samples/s, one thread): ${Object.entries(samplesPerSecond)
+        .map(([b, x]) => `${b} ${x.toFixed(0)}`)
+        .join(', ')}`,
+    );
   } finally {
     await runtime.stop();
     rmSync(dir, { recursive: true, force: true });
@@ -312,7 +345,9 @@ rmSync(policyDir, { recursive: true, force: true });
 eloFit();
 const pool = await measurePool();
 figures.moleculePool = pool;
-console.log(`molecule pool (RDKit WebAssembly, one core): ${pool.molecules} molecules from ${pool.candidates} candidates in ${pool.seconds.toFixed(1)} s; skipped ${JSON.stringify(pool.skipped)}`);
+console.log(
+  `molecule pool (RDKit WebAssembly, one core): ${pool.molecules} molecules from ${pool.candidates} candidates in ${pool.seconds.toFixed(1)} s; skipped ${JSON.stringify(pool.skipped)}`,
+);
 const oracle = await measureOracle();
 figures.oracle = oracle;
 console.log(describeOracle(oracle));

@@ -60,7 +60,13 @@ function withRewardFiles(config: Record<string, unknown>, entry: PipelineEntry, 
   if (!files?.length) return config;
   const rewardFiles = files.map((file) => {
     if (!existsSync(file)) throw new ConfigError('--reward-file', file, 'does not exist');
-    const name = basename(file).replace(/\.py$/, '').toLowerCase().replace(/[^a-z0-9_-]+/g, '-').replace(/^[^a-z]+/, '').slice(0, 40) || 'reward';
+    const name =
+      basename(file)
+        .replace(/\.py$/, '')
+        .toLowerCase()
+        .replace(/[^a-z0-9_-]+/g, '-')
+        .replace(/^[^a-z]+/, '')
+        .slice(0, 40) || 'reward';
     return { name, source: readFileSync(file, 'utf8') };
   });
   return parseOrThrow(entry.config, { ...config, rewardFiles }, 'config') as Record<string, unknown>;
@@ -125,7 +131,8 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
       case 'run': {
         const entry = pipelineNamed(rest[0]);
         const rewardFiles = values['reward-file'];
-        if (rewardFiles?.length && entry.name !== REWARDS_PIPELINE) throw new ConfigError('--reward-file', rewardFiles[0], `is for the ${REWARDS_PIPELINE} pipeline`);
+        if (rewardFiles?.length && entry.name !== REWARDS_PIPELINE)
+          throw new ConfigError('--reward-file', rewardFiles[0], `is for the ${REWARDS_PIPELINE} pipeline`);
         const config = withRewardFiles(resolveConfig(entry, { full: values.full, size: values.size, config: values.config }), entry, rewardFiles);
         if (entry.name === REWARDS_PIPELINE && values.target !== 'aws') requireClaudeOrFiles(config, process.env);
         if (values.target === 'aws') {
@@ -144,7 +151,14 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
         await benchmarksCommand(
           sub,
           args,
-          { data: values.data, scorer: values.scorer, sampleSize: values['sample-size'], description: values.description, bump: values.bump, margin: values.margin },
+          {
+            data: values.data,
+            scorer: values.scorer,
+            sampleSize: values['sample-size'],
+            description: values.description,
+            bump: values.bump,
+            margin: values.margin,
+          },
           { target: values.target, dataDir, portBase },
           io,
         );
@@ -153,11 +167,20 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
       case 'backfill': {
         const [run] = rest;
         if (!run) throw new ConfigError('backfill', undefined, 'needs the RUN whose checkpoints to evaluate (checkpoints/<run>/<step>/)');
-        const summary = await backfill(run, values.benchmarks?.split(',').map((b) => b.trim()).filter(Boolean), { target: values.target, dataDir, portBase }, io);
+        const summary = await backfill(
+          run,
+          values.benchmarks
+            ?.split(',')
+            .map((b) => b.trim())
+            .filter(Boolean),
+          { target: values.target, dataDir, portBase },
+          io,
+        );
         return summary.failed ? 1 : 0;
       }
       case 'serve':
-        if (values.target === 'aws') throw new ConfigError('--target', 'aws', '"serve" serves the local runtime; a deployed arena is at the SelfPlayLeague stack output ArenaUrl');
+        if (values.target === 'aws')
+          throw new ConfigError('--target', 'aws', '"serve" serves the local runtime; a deployed arena is at the SelfPlayLeague stack output ArenaUrl');
         await serveLocal({ dataDir, portBase }, interrupted(), io);
         return 0;
       case 'pipelines':
@@ -166,7 +189,11 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
       case 'artifacts':
       case 'approvals': {
         if (values.target === 'aws') {
-          throw new ConfigError('--target', 'aws', `"${command}" reads the local index; against AWS, query the platform table (FrontierPlatform output TableName) with the AWS CLI`);
+          throw new ConfigError(
+            '--target',
+            'aws',
+            `"${command}" reads the local index; against AWS, query the platform table (FrontierPlatform output TableName) with the AWS CLI`,
+          );
         }
         const data = await openLocalData(dataDir);
         try {

@@ -47,7 +47,6 @@ export const PLATFORM_CONTEXT = {
   logRetentionDays: 'frontier:logRetentionDays',
 } as const;
 
-
 /** What the platform stack shares with the pipeline stacks. */
 export interface PlatformResources {
   /** The one bucket: runs/, artifacts/, checkpoints/, data/. Object events go to EventBridge. */
@@ -100,9 +99,7 @@ const APPROVAL_API_ENTRY = join(REPO_ROOT, 'functions', 'platform', 'approval-ap
 
 const LAMBDA_BASIC_EXECUTION = 'Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole';
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
-const RETENTION_DAYS = new Set<number>(
-  Object.values(logs.RetentionDays).filter((v): v is number => typeof v === 'number'),
-);
+const RETENTION_DAYS = new Set<number>(Object.values(logs.RetentionDays).filter((v): v is number => typeof v === 'number'));
 
 export class PlatformStack extends Stack {
   readonly resources: PlatformResources;
@@ -214,9 +211,7 @@ export class PlatformStack extends Stack {
       // g6/g5 pools least likely to be reclaimed. Reclaims are handled by Batch attempts
       // (evaluateOnExit) plus checkpoint resume, not by Step Functions retries.
       spot: config.gpuSpot,
-      allocationStrategy: config.gpuSpot
-        ? batch.AllocationStrategy.SPOT_PRICE_CAPACITY_OPTIMIZED
-        : batch.AllocationStrategy.BEST_FIT_PROGRESSIVE,
+      allocationStrategy: config.gpuSpot ? batch.AllocationStrategy.SPOT_PRICE_CAPACITY_OPTIMIZED : batch.AllocationStrategy.BEST_FIT_PROGRESSIVE,
       minvCpus: 0, // scale to zero: no GPU instance runs while no job is queued
       maxvCpus: config.gpuMaxvCpus,
       updateToLatestImageVersion: true,
@@ -224,7 +219,8 @@ export class PlatformStack extends Stack {
     acknowledge(gpuCompute, [
       {
         id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonEC2ContainerServiceforEC2Role]',
-        reason: 'The ECS agent on Batch GPU instances needs this AWS-maintained policy to register with the cluster and pull images; a hand-written copy would drift as ECS adds permissions.',
+        reason:
+          'The ECS agent on Batch GPU instances needs this AWS-maintained policy to register with the cluster and pull images; a hand-written copy would drift as ECS adds permissions.',
       },
     ]);
     const gpuQueue = new batch.JobQueue(this, 'GpuQueue', {
@@ -260,7 +256,8 @@ export class PlatformStack extends Stack {
     acknowledge(signingSecret, [
       {
         id: 'AwsSolutions-SMG4',
-        reason: 'Rotating the approval signing key invalidates every outstanding approval link; links expire on their own, and the key is rotated by hand when needed.',
+        reason:
+          'Rotating the approval signing key invalidates every outstanding approval link; links expire on their own, and the key is rotated by hand when needed.',
       },
     ]);
 
@@ -323,7 +320,8 @@ export class PlatformStack extends Stack {
     acknowledge(httpApi, [
       {
         id: 'AwsSolutions-APIG4',
-        reason: 'Approval links are opened from a mail client, which cannot present IAM or JWT credentials; each request is authorised by the HMAC signature in the link and the POST by the anti-forgery token of the page.',
+        reason:
+          'Approval links are opened from a mail client, which cannot present IAM or JWT credentials; each request is authorised by the HMAC signature in the link and the POST by the anti-forgery token of the page.',
       },
     ]);
     acknowledge(approvalFunction, [
@@ -333,15 +331,18 @@ export class PlatformStack extends Stack {
       },
       {
         id: 'AwsSolutions-IAM5[Resource::*]',
-        reason: 'states:SendTaskSuccess and states:SendTaskFailure do not support resource-level permissions: a task token is not an ARN, so the only valid resource is "*".',
+        reason:
+          'states:SendTaskSuccess and states:SendTaskFailure do not support resource-level permissions: a task token is not an ARN, so the only valid resource is "*".',
       },
       {
         id: iam5Resource(approvalFunction, approvalItems),
-        reason: 'Approval items documents are written content-addressed by each pipeline (approvals/<pipeline>/<sha256>.json), so their keys are known only at run time; the grant is GetObject under the approvals/ prefix only.',
+        reason:
+          'Approval items documents are written content-addressed by each pipeline (approvals/<pipeline>/<sha256>.json), so their keys are known only at run time; the grant is GetObject under the approvals/ prefix only.',
       },
       {
         id: 'AwsSolutions-L1',
-        reason: 'nodejs22.x is pinned on purpose: the embedded runtime runs the same handler modules in-process on Node 22, so local and deployed behaviour match.',
+        reason:
+          'nodejs22.x is pinned on purpose: the embedded runtime runs the same handler modules in-process on Node 22, so local and deployed behaviour match.',
       },
     ]);
 
@@ -374,10 +375,7 @@ export class PlatformStack extends Stack {
     const fromContext = (key: string): unknown => this.node.tryGetContext(key);
     const senderEmail = requireEmail('senderEmail', props.senderEmail ?? fromContext(PLATFORM_CONTEXT.senderEmail));
     const approverEmail = requireEmail('approverEmail', props.approverEmail ?? fromContext(PLATFORM_CONTEXT.approverEmail));
-    const logRetentionDays = requireRetention(
-      'logRetentionDays',
-      props.logRetentionDays ?? fromContext(PLATFORM_CONTEXT.logRetentionDays) ?? 30,
-    );
+    const logRetentionDays = requireRetention('logRetentionDays', props.logRetentionDays ?? fromContext(PLATFORM_CONTEXT.logRetentionDays) ?? 30);
     const gpuMaxvCpus = requireIntegerIn('gpuMaxvCpus', props.gpuMaxvCpus ?? 64, 4, 4096);
     const cpuMaxvCpus = requireIntegerIn('cpuMaxvCpus', props.cpuMaxvCpus ?? 64, 1, 4096);
     return { senderEmail, approverEmail, logRetentionDays, gpuMaxvCpus, cpuMaxvCpus, gpuSpot: props.gpuSpot ?? true };
@@ -386,11 +384,7 @@ export class PlatformStack extends Stack {
 
 function requireEmail(field: string, value: unknown): string {
   if (typeof value !== 'string' || !EMAIL.test(value)) {
-    throw new ConfigError(
-      field,
-      value,
-      `must be an email address such as pipelines@example.com (prop ${field} or context frontier:${field})`,
-    );
+    throw new ConfigError(field, value, `must be an email address such as pipelines@example.com (prop ${field} or context frontier:${field})`);
   }
   return value;
 }

@@ -77,7 +77,8 @@ export const PIPELINES: readonly PipelineEntry[] = [
     config: MoleculesConfig,
     smoke: MOLECULES_SIZES.smoke,
     sizes: MOLECULES_SIZES,
-    afterRun: 'report: npx frontier artifacts show molecular-discovery (report.html); each batch waits for approval: open the link in its email (.local/outbox)',
+    afterRun:
+      'report: npx frontier artifacts show molecular-discovery (report.html); each batch waits for approval: open the link in its email (.local/outbox)',
     create: (scope, id, props) => new MolecularDiscoveryStack(scope, id, props),
   },
   {

@@ -20,9 +20,21 @@ const fake = await startFakeClaude();
 fake.reply(
   {
     candidates: [
-      candidate('height', 'reward climbing: the change in height of the car on the hill', fn('return 10.0 * (math.sin(3 * next_obs[0]) - math.sin(3 * obs[0])) + (100.0 if info["goal_reached"] else -0.1)')),
-      candidate('speed', 'reward speed in either direction: swinging builds energy', fn('return 100.0 * abs(next_obs[1]) + (50.0 if info["goal_reached"] else 0.0)')),
-      candidate('thief', 'a hostile candidate: reads credentials and tries the network', 'import os, urllib.request\nurllib.request.urlopen("http://169.254.170.2/v2/credentials", timeout=2)\n\n' + fn('return 0.0')),
+      candidate(
+        'height',
+        'reward climbing: the change in height of the car on the hill',
+        fn('return 10.0 * (math.sin(3 * next_obs[0]) - math.sin(3 * obs[0])) + (100.0 if info["goal_reached"] else -0.1)'),
+      ),
+      candidate(
+        'speed',
+        'reward speed in either direction: swinging builds energy',
+        fn('return 100.0 * abs(next_obs[1]) + (50.0 if info["goal_reached"] else 0.0)'),
+      ),
+      candidate(
+        'thief',
+        'a hostile candidate: reads credentials and tries the network',
+        'import os, urllib.request\nurllib.request.urlopen("http://169.254.170.2/v2/credentials", timeout=2)\n\n' + fn('return 0.0'),
+      ),
     ],
   },
   {

@@ -16,10 +16,28 @@ import { SendTaskFailureCommand, SendTaskSuccessCommand } from '@aws-sdk/client-
 import { SendEmailCommand } from '@aws-sdk/client-sesv2';
 import { GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import {
-  approvalLink, checkItemsUri, checkLink, composeMime, csrfToken, decisionOf, decisionUpdate, newApprovalId,
-  newApprovalItem, NO_LONGER_WAITING_ERRORS, parseApprovalItem, parseDecisionForm, resolveRecipients,
-  revertDecisionUpdate, safeEqual, taskResultFor, toApprovalView,
-  type ApprovalHttpRequest, type ApprovalItem, type ApprovalRequest, type ApprovalView, type Decision,
+  approvalLink,
+  checkItemsUri,
+  checkLink,
+  composeMime,
+  csrfToken,
+  decisionOf,
+  decisionUpdate,
+  newApprovalId,
+  newApprovalItem,
+  NO_LONGER_WAITING_ERRORS,
+  parseApprovalItem,
+  parseDecisionForm,
+  resolveRecipients,
+  revertDecisionUpdate,
+  safeEqual,
+  taskResultFor,
+  toApprovalView,
+  type ApprovalHttpRequest,
+  type ApprovalItem,
+  type ApprovalRequest,
+  type ApprovalView,
+  type Decision,
 } from './approval.ts';
 import { formAction, renderApprovalEmail, renderApprovalPage, type MessageKind } from './approval-page.ts';
 import { approvalItemsForPage, readApprovalItems } from './clients/approval-items.ts';
@@ -52,8 +70,14 @@ export async function requestApproval(gate: ApprovalMailer, request: ApprovalReq
   await dynamoClient().send(new PutCommand({ TableName: gate.table, Item: item, ConditionExpression: 'attribute_not_exists(pk)' }));
   const link = approvalLink(gate.approvalBaseUrl, await gate.signingKey(), id, exp);
   const email = renderApprovalEmail({
-    from: gate.senderEmail, to: recipients, link, pipeline: item.pipeline, title: item.title, details: item.details,
-    items: items?.document, expiresAtIso: item.expiresAtIso,
+    from: gate.senderEmail,
+    to: recipients,
+    link,
+    pipeline: item.pipeline,
+    title: item.title,
+    details: item.details,
+    items: items?.document,
+    expiresAtIso: item.expiresAtIso,
   });
   await sesClient().send(
     new SendEmailCommand({
@@ -63,7 +87,14 @@ export async function requestApproval(gate: ApprovalMailer, request: ApprovalReq
     }),
   );
   // The link is a capability too: log the id, never the link or the token.
-  logger.info('approval requested', { approvalId: id, executionId: request.executionId, pipeline: request.pipeline, recipients: recipients.length, items: items?.document.items.length, expiresAt: item.expiresAtIso });
+  logger.info('approval requested', {
+    approvalId: id,
+    executionId: request.executionId,
+    pipeline: request.pipeline,
+    recipients: recipients.length,
+    items: items?.document.items.length,
+    expiresAt: item.expiresAtIso,
+  });
   return { approvalId: id };
 }
 
@@ -110,7 +141,11 @@ export async function approvalPage(approval: OpenedApproval): Promise<string> {
  * When Step Functions cannot be told for a reason a retry may fix, the approval goes back to
  * PENDING so the button works again.
  */
-export async function decideApproval(gate: ApprovalGate, request: ApprovalHttpRequest, approval: OpenedApproval): Promise<{ view: ApprovalView & Decision } | Refusal> {
+export async function decideApproval(
+  gate: ApprovalGate,
+  request: ApprovalHttpRequest,
+  approval: OpenedApproval,
+): Promise<{ view: ApprovalView & Decision } | Refusal> {
   const { id, item, csrf } = approval;
   let form;
   try {

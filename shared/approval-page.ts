@@ -89,15 +89,7 @@ function layout(title: string, body: string): string {
 // ---------------------------------------------------------------------------------------
 // Message pages
 
-export type MessageKind =
-  | 'forged'
-  | 'expired'
-  | 'notFound'
-  | 'methodNotAllowed'
-  | 'badRequest'
-  | 'alreadyDecided'
-  | 'noLongerWaiting'
-  | 'tryAgain';
+export type MessageKind = 'forged' | 'expired' | 'notFound' | 'methodNotAllowed' | 'badRequest' | 'alreadyDecided' | 'noLongerWaiting' | 'tryAgain';
 
 const MESSAGES: Record<MessageKind, { status: number; title: string; text: string }> = {
   forged: {
@@ -133,10 +125,7 @@ const MESSAGES: Record<MessageKind, { status: number; title: string; text: strin
 export function messageResponse(kind: MessageKind, detail?: string): APIGatewayProxyStructuredResultV2 {
   const message = MESSAGES[kind];
   const extra = detail ? `\n<p>${escapeHtml(detail)}</p>` : '';
-  return htmlResponse(
-    message.status,
-    layout(message.title, `<h1>${escapeHtml(message.title)}</h1>\n<p>${escapeHtml(message.text)}</p>${extra}`),
-  );
+  return htmlResponse(message.status, layout(message.title, `<h1>${escapeHtml(message.title)}</h1>\n<p>${escapeHtml(message.text)}</p>${extra}`));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -192,9 +181,13 @@ function itemsSection(items: ApprovalItemsView): string {
     case 'shown':
       return `<h2>Items</h2>\n<div class="items-wrap">${itemsTableHtml(items.document, { table: '', img: '' })}</div>\n<p>From ${where}</p>`;
     case 'missing':
-      return notice(`The items of this approval cannot be shown: their document ${where} is gone (deleted or expired). Approving would approve a batch that cannot be reviewed here.`);
+      return notice(
+        `The items of this approval cannot be shown: their document ${where} is gone (deleted or expired). Approving would approve a batch that cannot be reviewed here.`,
+      );
     case 'changed':
-      return notice(`The items of this approval cannot be shown: their document ${where} has changed since the request was made, so it is not what this approval is for.`);
+      return notice(
+        `The items of this approval cannot be shown: their document ${where} has changed since the request was made, so it is not what this approval is for.`,
+      );
     case 'unreadable':
       return notice(`The items document ${where} could not be read (${escapeHtml(items.reason)}). Reload the page to try again.`);
   }
@@ -225,9 +218,7 @@ function decisionBlock(view: ApprovalView): string {
   if (view.state === 'PENDING') return '';
   if (view.state === 'EXPIRED') return '<p id="decision">Nobody decided before the approval expired.</p>';
   const verb = view.state === 'APPROVED' ? 'Approved' : 'Rejected';
-  const by = view.decidedBy
-    ? ` from ${escapeHtml(view.decidedBy.sourceIp)} (${escapeHtml(view.decidedBy.userAgent || 'unknown browser')})`
-    : '';
+  const by = view.decidedBy ? ` from ${escapeHtml(view.decidedBy.sourceIp)} (${escapeHtml(view.decidedBy.userAgent || 'unknown browser')})` : '';
   const comment = view.comment ? `\n<blockquote id="comment">${escapeHtml(view.comment)}</blockquote>` : '';
   return `<p id="decision">${verb} at ${escapeHtml(view.decidedAt)}${by}.</p>${comment}`;
 }

@@ -53,7 +53,10 @@ export const approvalRequestSchema = z.object({
    */
   itemsUri: z.preprocess(
     (value) => (value === null ? undefined : value),
-    z.string().regex(/^s3:\/\/[^/]+\/.+$/, 'expected s3://bucket/key').optional(),
+    z
+      .string()
+      .regex(/^s3:\/\/[^/]+\/.+$/, 'expected s3://bucket/key')
+      .optional(),
   ),
 });
 export type ApprovalRequest = z.infer<typeof approvalRequestSchema>;
@@ -102,21 +105,13 @@ export function approvalLink(baseUrl: string, key: string, id: string, exp: numb
   return `${base}/approvals/${id}?exp=${exp}&sig=${linkSignature(key, id, exp)}`;
 }
 
-export type LinkCheck =
-  | { ok: true; id: string; exp: number; sig: string }
-  | { ok: false; reason: 'forged' | 'expired' };
+export type LinkCheck = { ok: true; id: string; exp: number; sig: string } | { ok: false; reason: 'forged' | 'expired' };
 
 /**
  * Checks a link's parts as they arrive from the query string. The signature is checked before
  * the expiry, so a forged link learns nothing, not even whether its id exists.
  */
-export function checkLink(input: {
-  key: string;
-  id: string | undefined;
-  exp: string | undefined;
-  sig: string | undefined;
-  nowSeconds: number;
-}): LinkCheck {
+export function checkLink(input: { key: string; id: string | undefined; exp: string | undefined; sig: string | undefined; nowSeconds: number }): LinkCheck {
   const { key, id, exp, sig, nowSeconds } = input;
   if (!id || !APPROVAL_ID_PATTERN.test(id) || !exp || !/^\d{1,12}$/.test(exp) || !sig) {
     return { ok: false, reason: 'forged' };
@@ -208,7 +203,10 @@ export const approvalItemSchema = z
     comment: z.string().optional(),
     /** The items document, when the request named one: where it is, and the sha256 of what was read. */
     itemsUri: z.string().optional(),
-    itemsSha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+    itemsSha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .optional(),
   })
   .refine((item) => (item.itemsUri === undefined) === (item.itemsSha256 === undefined), {
     path: ['itemsSha256'],
@@ -330,7 +328,12 @@ export const approvalItemsSchema = z
     doc.items.forEach((item, index) => {
       for (const key of Object.keys(item.values)) {
         if (!keys.includes(key)) {
-          ctx.addIssue({ code: 'custom', path: ['items', index, 'values', key], input: item.values[key], message: `is not a column (columns: ${keys.join(', ')})` });
+          ctx.addIssue({
+            code: 'custom',
+            path: ['items', index, 'values', key],
+            input: item.values[key],
+            message: `is not a column (columns: ${keys.join(', ')})`,
+          });
         }
       }
     });
@@ -461,9 +464,7 @@ export function decisionUpdate(tableName: string, id: string, decision: Decision
     TableName: tableName,
     Key: approvalKey(id),
     ConditionExpression: '#state = :pending',
-    UpdateExpression:
-      'SET #state = :state, #decidedAt = :decidedAt, #decidedBy = :decidedBy' +
-      (decision.comment === undefined ? '' : ', #comment = :comment'),
+    UpdateExpression: 'SET #state = :state, #decidedAt = :decidedAt, #decidedBy = :decidedBy' + (decision.comment === undefined ? '' : ', #comment = :comment'),
     ExpressionAttributeNames: {
       '#state': 'state',
       '#decidedAt': 'decidedAt',
@@ -500,9 +501,7 @@ export function revertDecisionUpdate(tableName: string, id: string, decision: De
   };
 }
 
-export type TaskResult =
-  | { kind: 'success'; input: SendTaskSuccessCommandInput }
-  | { kind: 'failure'; input: SendTaskFailureCommandInput };
+export type TaskResult = { kind: 'success'; input: SendTaskSuccessCommandInput } | { kind: 'failure'; input: SendTaskFailureCommandInput };
 
 /** What Step Functions hears: the task's output on approval, ApprovalRejected otherwise. */
 export function taskResultFor(token: string, id: string, decision: Decision): TaskResult {
@@ -553,4 +552,3 @@ function configErrorFromZod(error: z.ZodError, input: unknown, what: string): Co
   const value = path[0] === 'taskToken' ? '(not shown)' : valueAt(input, path);
   return new ConfigError(`${what}.${path.join('.') || '(root)'}`, value, issue.message);
 }
-

@@ -20,9 +20,7 @@ export const PublishRequestSchema = z.object({
   name: z.string().regex(ARTIFACT_NAME, 'lowercase letters, digits and "-", at most 63'),
   pipeline: z.string().min(1),
   executionId: z.string().min(1),
-  files: z
-    .array(z.object({ uri: z.string().startsWith('s3://'), name: z.string().regex(/^[A-Za-z0-9._-]+$/) }))
-    .min(1),
+  files: z.array(z.object({ uri: z.string().startsWith('s3://'), name: z.string().regex(/^[A-Za-z0-9._-]+$/) })).min(1),
   metrics: z.record(z.string(), z.union([z.number(), z.string(), z.boolean()])).default({}),
   lineage: z.array(z.object({ name: z.string().regex(ARTIFACT_NAME), version: z.number().int().positive() })).default([]),
   cardUri: z.string().startsWith('s3://').optional(),

@@ -25,7 +25,10 @@ export class ConfigError extends PipelineError {
 
 /** A pipeline name that no stack registers. */
 export class UnknownPipelineError extends PipelineError {
-  constructor(readonly pipeline: string, readonly known: readonly string[]) {
+  constructor(
+    readonly pipeline: string,
+    readonly known: readonly string[],
+  ) {
     super(`unknown pipeline "${pipeline}"; known pipelines: ${known.join(', ') || '(none)'}`);
   }
 }
@@ -53,7 +56,7 @@ export function describeValue(value: unknown): string {
   if (value === undefined) return 'undefined';
   let text: string;
   try {
-    text = typeof value === 'string' ? JSON.stringify(value) : JSON.stringify(value) ?? String(value);
+    text = typeof value === 'string' ? JSON.stringify(value) : (JSON.stringify(value) ?? String(value));
   } catch {
     text = String(value);
   }

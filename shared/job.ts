@@ -114,6 +114,9 @@ export function jobFailureText(error: string | undefined, cause: string | undefi
   } catch {
     /* a plain-text cause */
   }
-  const kept = text.trim().split('\n').filter((l) => l.trim() && !/^\s+at /.test(l));
+  const kept = text
+    .trim()
+    .split('\n')
+    .filter((l) => l.trim() && !/^\s+at /.test(l));
   return `${error ?? 'error'}: ${kept.slice(-lines).join(' / ').slice(0, 1500)}`;
 }

@@ -19,7 +19,14 @@ export const PresignRequest = z
     /** The job's output prefix (ends with "/"). */
     outputUri: z.string().endsWith('/'),
     /** Output file names besides result.json. */
-    outputs: z.array(z.string().regex(/^[\w.-]{1,100}$/).refine((n) => !n.startsWith('.'), 'must not start with a dot')).max(20),
+    outputs: z
+      .array(
+        z
+          .string()
+          .regex(/^[\w.-]{1,100}$/)
+          .refine((n) => !n.startsWith('.'), 'must not start with a dot'),
+      )
+      .max(20),
     expiresSeconds: z.int().min(60).max(MAX_PRESIGN_SECONDS),
   })
   .strict();

@@ -98,8 +98,5 @@ function logFactorial(k: number): number {
   if (k < SMALL_LOG_FACTORIALS.length) return SMALL_LOG_FACTORIALS[k];
   const inverse = 1 / k;
   const inverseSquared = inverse * inverse;
-  return (
-    (k + 0.5) * Math.log(k) - k + 0.5 * Math.log(2 * Math.PI) +
-    inverse * (1 / 12 - inverseSquared * (1 / 360 - inverseSquared / 1260))
-  );
+  return (k + 0.5) * Math.log(k) - k + 0.5 * Math.log(2 * Math.PI) + inverse * (1 / 12 - inverseSquared * (1 / 360 - inverseSquared / 1260));
 }

@@ -127,8 +127,7 @@ export function executionInput(object: CreatedObject, identity: TriggerIdentity 
 
 export type TriggerResult =
   /** `duplicate` when an earlier delivery had recorded the object: its start was lost, or its run is still running. */
-  | { started: true; duplicate?: true; executionName: string; executionArn: string }
-  | { started: false; duplicate: true; executionName: string };
+  { started: true; duplicate?: true; executionName: string; executionArn: string } | { started: false; duplicate: true; executionName: string };
 
 /** Where a trigger records objects and what it starts. */
 export interface TriggerTarget {
@@ -138,7 +137,6 @@ export interface TriggerTarget {
   /** Default 'version'. */
   readonly identity?: TriggerIdentity;
 }
-
 
 /**
  * 1. record the object in the ledger (conditional put); 2. start the execution under the
@@ -160,9 +158,11 @@ export async function startExecutionOnce(object: CreatedObject, target: TriggerT
     // The name was used and that run has finished (or had another input): it ran, once.
     if (errorName(error) === 'ExecutionAlreadyExists') return { started: false, duplicate: true, executionName };
     if (firstDelivery) {
-      await dynamoClient().send(new DeleteCommand({ TableName: target.table, Key: ledgerKeyFor(object, identity) })).catch((deleteError: unknown) => {
-        logger.error('could not remove the ledger entry', { executionName, bucket: object.bucket, key: object.key, error: errorName(deleteError) });
-      });
+      await dynamoClient()
+        .send(new DeleteCommand({ TableName: target.table, Key: ledgerKeyFor(object, identity) }))
+        .catch((deleteError: unknown) => {
+          logger.error('could not remove the ledger entry', { executionName, bucket: object.bucket, key: object.key, error: errorName(deleteError) });
+        });
     }
     throw error;
   }
@@ -171,9 +171,13 @@ export async function startExecutionOnce(object: CreatedObject, target: TriggerT
 /** True when this delivery wrote the ledger entry; false when an earlier delivery had. */
 async function recordInLedger(object: CreatedObject, executionName: string, target: TriggerTarget, now: Date): Promise<boolean> {
   try {
-    await dynamoClient().send(new PutCommand({
-      TableName: target.table, Item: ledgerItem(object, executionName, target.pipeline, now, target.identity ?? 'version'), ConditionExpression: 'attribute_not_exists(pk)',
-    }));
+    await dynamoClient().send(
+      new PutCommand({
+        TableName: target.table,
+        Item: ledgerItem(object, executionName, target.pipeline, now, target.identity ?? 'version'),
+        ConditionExpression: 'attribute_not_exists(pk)',
+      }),
+    );
     return true;
   } catch (error) {
     if (errorName(error) === 'ConditionalCheckFailedException') return false;

@@ -31,7 +31,11 @@ export interface RegistryOptions {
 }
 
 /** The platform's table and bucket: the local runtime's, or the deployed FrontierPlatform stack's outputs. */
-async function withRegistry<T>(options: RegistryOptions, body: (where: RegistryLocation, runtime?: LocalRuntime) => Promise<T>, running?: LocalRuntime): Promise<T> {
+async function withRegistry<T>(
+  options: RegistryOptions,
+  body: (where: RegistryLocation, runtime?: LocalRuntime) => Promise<T>,
+  running?: LocalRuntime,
+): Promise<T> {
   if (running) return body({ table: running.resources.tables[0]!, bucket: running.resources.buckets[0]! }, running);
   if (options.target === 'aws') {
     const cfn = new CloudFormationClient({});
@@ -39,7 +43,8 @@ async function withRegistry<T>(options: RegistryOptions, body: (where: RegistryL
     try {
       outputs = (await cfn.send(new DescribeStacksCommand({ StackName: PLATFORM_STACK_ID }))).Stacks?.[0]?.Outputs ?? [];
     } catch (error) {
-      if ((error as Error).name === 'ValidationError') throw new MissingDeploymentError(`the platform is not deployed (no stack ${PLATFORM_STACK_ID}); deploy it with: npx cdk deploy ${PLATFORM_STACK_ID}`);
+      if ((error as Error).name === 'ValidationError')
+        throw new MissingDeploymentError(`the platform is not deployed (no stack ${PLATFORM_STACK_ID}); deploy it with: npx cdk deploy ${PLATFORM_STACK_ID}`);
       throw error;
     }
     const output = (key: string) => outputs.find((o) => o.OutputKey === key)?.OutputValue;
@@ -64,7 +69,13 @@ export interface AddOptions {
   readonly bump?: boolean;
 }
 
-export async function benchmarksCommand(sub: string | undefined, args: string[], add: AddOptions & { margin?: string }, options: RegistryOptions, io: Io): Promise<void> {
+export async function benchmarksCommand(
+  sub: string | undefined,
+  args: string[],
+  add: AddOptions & { margin?: string },
+  options: RegistryOptions,
+  io: Io,
+): Promise<void> {
   if (sub === 'add') {
     const [name] = args;
     if (!name) throw new ConfigError('benchmarks add', undefined, 'needs a NAME');
@@ -77,16 +88,30 @@ export async function benchmarksCommand(sub: string | undefined, args: string[],
       throw new ConfigError('--data', add.data, `cannot be read (${(error as Error).message})`);
     }
     await withRegistry(options, async (where) => {
-      const { entry, change } = await registerBenchmark(where, { name, data, scorer: String(add.scorer), sampleSize, description: add.description, bump: add.bump });
+      const { entry, change } = await registerBenchmark(where, {
+        name,
+        data,
+        scorer: String(add.scorer),
+        sampleSize,
+        description: add.description,
+        bump: add.bump,
+      });
       io.out(`${entry.name} v${entry.version} ${change}: ${entry.rows} rows, sample ${entry.sampleSize}, scorer ${entry.scorer}, ${entry.dataUri}`);
     });
   } else if (sub === 'list' || sub === undefined) {
     await withRegistry(options, async (where) => {
       const all = await listBenchmarks(where);
       if (!all.length) io.out('no benchmarks registered (frontier benchmarks add NAME --data FILE --scorer SCORER --sample-size N)');
-      for (const b of all) io.out(`${b.name.padEnd(20)} v${String(b.version).padEnd(4)} ${b.scorer.padEnd(13)} sample ${String(b.sampleSize).padEnd(6)} ${b.rows} rows  ${b.description}`);
+      for (const b of all)
+        io.out(
+          `${b.name.padEnd(20)} v${String(b.version).padEnd(4)} ${b.scorer.padEnd(13)} sample ${String(b.sampleSize).padEnd(6)} ${b.rows} rows  ${b.description}`,
+        );
       const guard = await getGuardSettings(where);
-      io.out(guard ? `guard: best on ${guard.target} with ${guard.guard} within ${guard.marginPoints} points of the base model` : 'guard: not configured (frontier benchmarks guard TARGET GUARD [--margin POINTS])');
+      io.out(
+        guard
+          ? `guard: best on ${guard.target} with ${guard.guard} within ${guard.marginPoints} points of the base model`
+          : 'guard: not configured (frontier benchmarks guard TARGET GUARD [--margin POINTS])',
+      );
     });
   } else if (sub === 'guard') {
     const [target, guard] = args;
@@ -133,36 +158,51 @@ export interface BackfillSummary {
  * bumped benchmarks compute. Locally it waits for every run; on AWS it starts them and prints
  * their ARNs.
  */
-export async function backfill(run: string, benchmarks: string[] | undefined, options: RegistryOptions, io: Io, running?: LocalRuntime): Promise<BackfillSummary> {
+export async function backfill(
+  run: string,
+  benchmarks: string[] | undefined,
+  options: RegistryOptions,
+  io: Io,
+  running?: LocalRuntime,
+): Promise<BackfillSummary> {
   const entry = pipelineNamed(EVALS_PIPELINE);
-  return withRegistry(options, async (where, runtime) => {
-    const manifests = await runManifests(where.bucket, run);
-    const stamp = new Date().toISOString().replace(/[^0-9]/g, '').slice(0, 14);
-    const inputs = manifests.map((m) => ({
-      name: `backfill-${stamp}-${sha256Hex(m.key).slice(0, 12)}`,
-      config: resolveConfig(entry, { config: JSON.stringify({ checkpoint: `s3://${where.bucket}/${m.key}`, benchmarks: benchmarks ?? null }) }),
-      step: m.step,
-    }));
-    if (!runtime) {
-      const stateMachineArn = await deployedStateMachine(entry);
-      for (const input of inputs) {
-        const out = await sfnClient().send(new StartExecutionCommand({ stateMachineArn, name: input.name, input: JSON.stringify({ config: input.config }) }));
-        io.out(`step ${input.step}: started ${out.executionArn}`);
+  return withRegistry(
+    options,
+    async (where, runtime) => {
+      const manifests = await runManifests(where.bucket, run);
+      const stamp = new Date()
+        .toISOString()
+        .replace(/[^0-9]/g, '')
+        .slice(0, 14);
+      const inputs = manifests.map((m) => ({
+        name: `backfill-${stamp}-${sha256Hex(m.key).slice(0, 12)}`,
+        config: resolveConfig(entry, { config: JSON.stringify({ checkpoint: `s3://${where.bucket}/${m.key}`, benchmarks: benchmarks ?? null }) }),
+        step: m.step,
+      }));
+      if (!runtime) {
+        const stateMachineArn = await deployedStateMachine(entry);
+        for (const input of inputs) {
+          const out = await sfnClient().send(new StartExecutionCommand({ stateMachineArn, name: input.name, input: JSON.stringify({ config: input.config }) }));
+          io.out(`step ${input.step}: started ${out.executionArn}`);
+        }
+        return { checkpoints: inputs.length, succeeded: 0, failed: 0, evalJobs: 0 };
       }
-      return { checkpoints: inputs.length, succeeded: 0, failed: 0, evalJobs: 0 };
-    }
-    const jobsBefore = runtime.counters().batchJobs;
-    const records = await Promise.all(inputs.map((input) => runtime.startExecution(EVALS_PIPELINE, { config: input.config }, { name: input.name }).done));
-    records.forEach((record, i) => {
-io.out(`step ${inputs[i]!.step}: ${record.status}${record.status === 'SUCCEEDED' ? '' : ` (${record.error}: ${record.cause})`}`);
-});
-    const summary = {
-      checkpoints: inputs.length,
-      succeeded: records.filter((r) => r.status === 'SUCCEEDED').length,
-      failed: records.filter((r) => r.status !== 'SUCCEEDED').length,
-      evalJobs: runtime.counters().batchJobs - jobsBefore,
-    };
-    io.out(`backfill of ${run}: ${summary.checkpoints} checkpoints, ${summary.succeeded} succeeded, ${summary.failed} failed, ${summary.evalJobs} eval jobs started (the other pairs were cached)`);
-    return summary;
-  }, running);
+      const jobsBefore = runtime.counters().batchJobs;
+      const records = await Promise.all(inputs.map((input) => runtime.startExecution(EVALS_PIPELINE, { config: input.config }, { name: input.name }).done));
+      records.forEach((record, i) => {
+        io.out(`step ${inputs[i]!.step}: ${record.status}${record.status === 'SUCCEEDED' ? '' : ` (${record.error}: ${record.cause})`}`);
+      });
+      const summary = {
+        checkpoints: inputs.length,
+        succeeded: records.filter((r) => r.status === 'SUCCEEDED').length,
+        failed: records.filter((r) => r.status !== 'SUCCEEDED').length,
+        evalJobs: runtime.counters().batchJobs - jobsBefore,
+      };
+      io.out(
+        `backfill of ${run}: ${summary.checkpoints} checkpoints, ${summary.succeeded} succeeded, ${summary.failed} failed, ${summary.evalJobs} eval jobs started (the other pairs were cached)`,
+      );
+      return summary;
+    },
+    running,
+  );
 }

@@ -7,7 +7,11 @@ import { PIPELINES, type PipelineEntry } from '../registry.ts';
 
 export function pipelineNamed(name: string | undefined): PipelineEntry {
   const entry = name === undefined ? PIPELINES[0] : PIPELINES.find((p) => p.name === name);
-  if (!entry) throw new UnknownPipelineError(String(name), PIPELINES.map((p) => p.name));
+  if (!entry)
+    throw new UnknownPipelineError(
+      String(name),
+      PIPELINES.map((p) => p.name),
+    );
   return entry;
 }
 

@@ -28,13 +28,18 @@ export async function deployedStateMachine(entry: PipelineEntry, cfn = new Cloud
   try {
     const out = await cfn.send(new DescribeStacksCommand({ StackName: entry.stackId }));
     const arn = out.Stacks?.[0]?.Outputs?.find((o) => o.OutputKey === STATE_MACHINE_OUTPUT)?.OutputValue;
-    if (!arn) throw new MissingDeploymentError(`stack ${entry.stackId} in ${region} has no ${STATE_MACHINE_OUTPUT} output; redeploy it: npx cdk deploy ${entry.stackId}`);
+    if (!arn)
+      throw new MissingDeploymentError(
+        `stack ${entry.stackId} in ${region} has no ${STATE_MACHINE_OUTPUT} output; redeploy it: npx cdk deploy ${entry.stackId}`,
+      );
     return arn;
   } catch (error) {
     const e = error as Error;
     if (e instanceof MissingDeploymentError) throw e;
     if (e.name === 'ValidationError' && /does not exist/.test(e.message)) {
-      throw new MissingDeploymentError(`pipeline ${entry.name} is not deployed in ${region} (no stack ${entry.stackId}); deploy it with: npx cdk deploy ${entry.stackId}`);
+      throw new MissingDeploymentError(
+        `pipeline ${entry.name} is not deployed in ${region} (no stack ${entry.stackId}); deploy it with: npx cdk deploy ${entry.stackId}`,
+      );
     }
     if (e.name === 'CredentialsProviderError') {
       throw new MissingDeploymentError(`--target aws: no AWS credentials were found for ${region}; ${awsSetupHelp(entry)}`);
@@ -51,9 +56,7 @@ export async function runAws(
   clients = { cfn: new CloudFormationClient({}), sfn: new SFNClient({}) },
 ): Promise<{ status: string; output?: unknown; error?: string; cause?: string }> {
   const stateMachineArn = await deployedStateMachine(entry, clients.cfn);
-  const { executionArn } = await clients.sfn.send(
-    new StartExecutionCommand({ stateMachineArn, name: options.name, input: JSON.stringify({ config }) }),
-  );
+  const { executionArn } = await clients.sfn.send(new StartExecutionCommand({ stateMachineArn, name: options.name, input: JSON.stringify({ config }) }));
   io.out(`started ${executionArn}`);
   const mapItems = { done: 0, failed: 0 };
   // History ids only grow: each poll prints the events after the last one shown.

@@ -43,7 +43,8 @@ export async function runLocal(entry: PipelineEntry, config: Record<string, unkn
     io.out(`started ${execution.executionArn}`);
     // Runs this one starts through uploads (checkpoints starting evaluations) are reported too.
     runtime.on('executionDone', (done: ExecutionRecord) => {
-      if (done.executionArn !== execution.executionArn) io.out(`  started by an upload: ${done.pipeline} ${done.name} ${done.status}${done.status === 'SUCCEEDED' ? '' : ` (${done.error}: ${done.cause})`}`);
+      if (done.executionArn !== execution.executionArn)
+        io.out(`  started by an upload: ${done.pipeline} ${done.name} ${done.status}${done.status === 'SUCCEEDED' ? '' : ` (${done.error}: ${done.cause})`}`);
     });
     const record = await execution.done;
     await runtime.idle();

@@ -90,8 +90,7 @@ export class InvalidStateMachineDefinition extends PipelineError {
  * QueryLanguage, ProcessorConfig.Mode and `$$.State` are checked separately (they depend on values).
  */
 const JSONATA_FIELD_REASON = 'a JSONata field; the local engine ignores it and passes the input through';
-const ASSIGN_REASON =
-  'variables are not supported locally: the engine ignores Assign, then fails on $variable with States.Runtime';
+const ASSIGN_REASON = 'variables are not supported locally: the engine ignores Assign, then fails on $variable with States.Runtime';
 
 const UNSUPPORTED_STATE_FIELDS: Readonly<Record<string, string>> = {
   Arguments: JSONATA_FIELD_REASON,
@@ -121,8 +120,7 @@ const UNSUPPORTED_RULE_FIELDS: Readonly<Record<'Catch' | 'Choices', Readonly<Rec
 };
 
 const JSONATA_REASON = 'JSONata is not run by the local engine (it returns the input unchanged); use JSONPath';
-const CONTEXT_STATE_REASON =
-  'the local engine does not provide $$.State (Name, EnteredTime, RetryCount); the state would fail with States.Runtime';
+const CONTEXT_STATE_REASON = 'the local engine does not provide $$.State (Name, EnteredTime, RetryCount); the state would fail with States.Runtime';
 
 /** `$$.State` and `$$.State.X`, but not `$$.StateMachine`. */
 const CONTEXT_STATE_REFERENCE = /\$\$\.State\b/;
@@ -164,9 +162,7 @@ export function prepareAsl(definition: StateMachineDefinition, opts: PrepareAslO
 
   if (problems.length > 0) {
     throw new UnsupportedLocally(
-      `state machine uses what the local engine would ignore or run differently:\n${problems
-        .map((problem) => `  - ${problem}`)
-        .join('\n')}`,
+      `state machine uses what the local engine would ignore or run differently:\n${problems.map((problem) => `  - ${problem}`).join('\n')}`,
     );
   }
 
@@ -188,11 +184,7 @@ export function prepareAsl(definition: StateMachineDefinition, opts: PrepareAslO
  * Calls `visit` for every state, depth first, with the names of its enclosing Map/Parallel
  * states. Tolerates a malformed definition (asl-validator reports it afterwards).
  */
-function walkStates(
-  machine: unknown,
-  enclosing: string[],
-  visit: (name: string, state: JsonObject, enclosing: string[]) => void,
-): void {
+function walkStates(machine: unknown, enclosing: string[], visit: (name: string, state: JsonObject, enclosing: string[]) => void): void {
   if (!isObject(machine) || !isObject(machine.States)) return;
   for (const [name, state] of Object.entries(machine.States)) {
     if (!isObject(state)) continue;
@@ -253,9 +245,7 @@ function contextStateReferences(value: unknown, where: string, isPath: boolean):
     return value.flatMap((item, index) => contextStateReferences(item, `${where}[${index}]`, false));
   }
   if (isObject(value)) {
-    return Object.entries(value).flatMap(([key, item]) =>
-      contextStateReferences(item, `${where}.${key}`, key.endsWith('.$') || isPathField(key)),
-    );
+    return Object.entries(value).flatMap(([key, item]) => contextStateReferences(item, `${where}.${key}`, key.endsWith('.$') || isPathField(key)));
   }
   return [];
 }
@@ -277,8 +267,7 @@ function prepareTask(name: string, state: JsonObject, enclosing: string[]): Task
     name,
     resource: String(state.Resource),
     parameters: state.Parameters,
-    heartbeatSeconds:
-      typeof state.HeartbeatSeconds === 'number' ? Math.min(state.HeartbeatSeconds, LOCAL_MAX_TIMEOUT_SECONDS) : undefined,
+    heartbeatSeconds: typeof state.HeartbeatSeconds === 'number' ? Math.min(state.HeartbeatSeconds, LOCAL_MAX_TIMEOUT_SECONDS) : undefined,
     timeoutSeconds,
   };
 }

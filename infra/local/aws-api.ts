@@ -10,7 +10,11 @@ import { writeEml } from './outbox.ts';
 
 /** An error as the JSON protocols return it; the SDK turns `__type` into the error's name. */
 export class ApiError extends Error {
-  constructor(readonly type: string, message: string, readonly status = 400) {
+  constructor(
+    readonly type: string,
+    message: string,
+    readonly status = 400,
+  ) {
     super(message);
     this.name = type;
   }
@@ -74,6 +78,11 @@ export function sesSendEmail(outboxDir: string, onEmail: (file: string) => void)
   return async (body) => {
     const file = writeEml(outboxDir, body);
     onEmail(file);
-    return { MessageId: file.split('/').pop()!.replace(/\.eml$/, '') };
+    return {
+      MessageId: file
+        .split('/')
+        .pop()!
+        .replace(/\.eml$/, ''),
+    };
   };
 }

@@ -202,7 +202,8 @@ export class BatchHost {
     if (!specUri || !outputUri) throw new TaskError('Batch.ClientException', `${jobName}: JOB_SPEC_URI and OUTPUT_URI must be set`);
     if (!outputUri.endsWith('/')) outputUri += '/';
     const [cmd, ...args] = def.command;
-    if (cmd !== 'python3' || !args[0]) throw new TaskError('Batch.ClientException', `${jobName}: a sandboxed job runs "python3 <script>", not ${JSON.stringify(def.command)}`);
+    if (cmd !== 'python3' || !args[0])
+      throw new TaskError('Batch.ClientException', `${jobName}: a sandboxed job runs "python3 <script>", not ${JSON.stringify(def.command)}`);
     const work = newSandboxWorkDir(jobName);
     const output = parseS3Uri(outputUri, 'OUTPUT_URI');
     const put = (name: string, body: Buffer | string) =>
@@ -217,9 +218,13 @@ export class BatchHost {
         env: { AWS_BATCH_JOB_ID: jobId, AWS_BATCH_JOB_ATTEMPT: '1' },
         limits: { ...sandbox.limits, wallSeconds },
       };
-      const runs: { job: SandboxResult; worker?: SandboxResult } = sandbox.worker ? await runSandboxedWithWorker(job, sandbox.worker, jobName) : { job: await runPythonJobSandboxed(job) };
+      const runs: { job: SandboxResult; worker?: SandboxResult } = sandbox.worker
+        ? await runSandboxedWithWorker(job, sandbox.worker, jobName)
+        : { job: await runPythonJobSandboxed(job) };
       // The limit either sandbox hit is the job's verdict; the candidate's own process first.
-      const result: SandboxResult = runs.worker?.limit ? { ...runs.job, limit: runs.worker.limit, limitDetail: runs.worker.limitDetail, limitEvidence: runs.worker.limitEvidence } : runs.job;
+      const result: SandboxResult = runs.worker?.limit
+        ? { ...runs.job, limit: runs.worker.limit, limitDetail: runs.worker.limitDetail, limitEvidence: runs.worker.limitEvidence }
+        : runs.job;
       writeFileSync(
         logFile,
         `${runs.job.stdoutTail}\n--- stderr ---\n${runs.job.stderrTail}\n` +
@@ -239,7 +244,10 @@ export class BatchHost {
       if (result.limit) {
         const message = `the sandbox stopped the job: ${result.limit} limit (${result.limitDetail ?? 'no detail'})`;
         await put('result.json', JSON.stringify({ error: { type: 'SandboxLimit', limit: result.limit, evidence: result.limitEvidence, message } }, null, 2));
-        throw new TaskError('States.TaskFailed', JSON.stringify({ JobId: jobId, JobName: jobName, Status: 'FAILED', StatusReason: message, SandboxLimit: result.limit }));
+        throw new TaskError(
+          'States.TaskFailed',
+          JSON.stringify({ JobId: jobId, JobName: jobName, Status: 'FAILED', StatusReason: message, SandboxLimit: result.limit }),
+        );
       }
       if (result.exitCode !== 0) throw containerExited(jobId, jobName, result.exitCode, logFile, result.stderrTail);
       return { jobId, jobName, exitCode: 0, logFile };
@@ -275,11 +283,7 @@ function containerExited(jobId: string, jobName: string, exitCode: number | null
  * fd 4 and closed here at once (before either side can send), so the two talk directly and
  * nothing else holds an end. When the job ends, the worker is stopped.
  */
-export async function runSandboxedWithWorker(
-  job: PythonJobOptions,
-  worker: string,
-  jobName: string,
-): Promise<{ job: SandboxResult; worker: SandboxResult }> {
+export async function runSandboxedWithWorker(job: PythonJobOptions, worker: string, jobName: string): Promise<{ job: SandboxResult; worker: SandboxResult }> {
   const workerDir = newSandboxWorkDir(`${jobName}-worker`);
   const stop = new AbortController();
   let handOver!: (socket: Socket) => void;

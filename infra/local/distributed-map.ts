@@ -157,7 +157,10 @@ export async function runDistributedMap(stateName: string, input: DistributedMap
       const object = await s3.send(new GetObjectCommand({ Bucket: input.reader.Bucket, Key: input.reader.Key }));
       items = JSON.parse(await object.Body!.transformToString());
     } catch (error) {
-      throw new TaskError('States.ItemReaderFailed', `${stateName}: cannot read items from s3://${input.reader.Bucket}/${input.reader.Key}: ${(error as Error).message}`);
+      throw new TaskError(
+        'States.ItemReaderFailed',
+        `${stateName}: cannot read items from s3://${input.reader.Bucket}/${input.reader.Key}: ${(error as Error).message}`,
+      );
     }
   } else {
     items = input.items;
@@ -175,12 +178,19 @@ export async function runDistributedMap(stateName: string, input: DistributedMap
       let childInput: unknown = value;
       try {
         if (map.selector) {
-          childInput = await map.selector.run(input.input as never, { context: { ...scope.context, Map: { Item: { Index: index, Value: value } } } as never }).result;
+          childInput = await map.selector.run(input.input as never, { context: { ...scope.context, Map: { Item: { Index: index, Value: value } } } as never })
+            .result;
         }
         // Each child is an execution of its own on AWS: its own id, name and input.
         const childContext = {
           ...scope.context,
-          Execution: { Id: `${mapRunArn}:${index}`, Name: String(index), Input: childInput, StartTime: new Date().toISOString(), RoleArn: `arn:aws:iam::${LOCAL_ACCOUNT}:role/local` },
+          Execution: {
+            Id: `${mapRunArn}:${index}`,
+            Name: String(index),
+            Input: childInput,
+            StartTime: new Date().toISOString(),
+            RoleArn: `arn:aws:iam::${LOCAL_ACCOUNT}:role/local`,
+          },
         };
         const child = map.engine.run(childInput as never, { overrides: scope.overrides as never, context: childContext as never });
         scope.children.add(child);
@@ -190,9 +200,11 @@ export async function runDistributedMap(stateName: string, input: DistributedMap
           limit ??= error;
           child.abort();
         });
-        const output = await child.result.finally(() => scope.children.delete(child)).catch((error: Error) => {
-          throw limit ?? error;
-        });
+        const output = await child.result
+          .finally(() => scope.children.delete(child))
+          .catch((error: Error) => {
+            throw limit ?? error;
+          });
         await watching;
         if (limit) throw limit;
         results.push({ Index: index, Input: childInput, Status: 'SUCCEEDED', Output: output });

@@ -84,7 +84,9 @@ export interface S3NotificationEvent {
 export async function startS3rver(dir: string, port: number): Promise<S3Emulator> {
   mkdirSync(dir, { recursive: true });
   await assertPortFree(port, 'S3 emulator (s3rver)');
-  const S3rver = require('s3rver') as new (options: Record<string, unknown>) => {
+  const S3rver = require('s3rver') as new (
+    options: Record<string, unknown>,
+  ) => {
     run(): Promise<{ port: number }>;
     close(): Promise<void>;
     on(event: string, listener: (e: unknown) => void): void;
@@ -105,9 +107,7 @@ export function lockDataDir(dir: string): () => void {
   try {
     const holder = Number(readFileSync(lockFile, 'utf8'));
     if (holder && holder !== process.pid && isAlive(holder)) {
-      throw new EmulatorStartError(
-        `${dir} is in use by another local runtime (pid ${holder}); one runtime per data directory, since dynalite cannot share it`,
-      );
+      throw new EmulatorStartError(`${dir} is in use by another local runtime (pid ${holder}); one runtime per data directory, since dynalite cannot share it`);
     }
   } catch (error) {
     if (error instanceof EmulatorStartError) throw error;

@@ -80,7 +80,13 @@ export async function startHttpApi(
     integrations.set(`${stack}/${logicalId}`, String(props.IntegrationUri));
   }
   for (const { stack, resource } of resolver.resourcesOfType('AWS::ApiGatewayV2::Route')) {
-    const raw = resource.Properties as { RouteKey: string; Target?: unknown; AuthorizationType?: string; AuthorizerId?: unknown; AuthorizationScopes?: unknown };
+    const raw = resource.Properties as {
+      RouteKey: string;
+      Target?: unknown;
+      AuthorizationType?: string;
+      AuthorizerId?: unknown;
+      AuthorizationScopes?: unknown;
+    };
     const target = JSON.stringify(raw.Target ?? '');
     const integration = /"Ref":"([^"]+)"/.exec(target)?.[1];
     const functionArn = integration ? integrations.get(`${stack}/${integration}`) : undefined;
@@ -149,7 +155,13 @@ export async function startHttpApi(
       queryStringParameters: Object.keys(query).length ? query : undefined,
       pathParameters: Object.fromEntries(route.params.map((p, i) => [p, decodeURIComponent(match[i + 1]!)])),
       requestContext: {
-        http: { method: req.method, path: url.pathname, protocol: 'HTTP/1.1', sourceIp: req.socket.remoteAddress ?? '127.0.0.1', userAgent: headers['user-agent'] ?? '' },
+        http: {
+          method: req.method,
+          path: url.pathname,
+          protocol: 'HTTP/1.1',
+          sourceIp: req.socket.remoteAddress ?? '127.0.0.1',
+          userAgent: headers['user-agent'] ?? '',
+        },
         requestId: crypto.randomUUID(),
         routeKey: route.routeKey,
         stage: '$default',
@@ -258,7 +270,9 @@ class LocalCognito {
 
   /** The managed-login domains of the app (their local Refs), each with its user pool. */
   domains(): string[] {
-    return this.resolver.resourcesOfType('AWS::Cognito::UserPoolDomain').map(({ stack, logicalId, resource }) => this.resolver.refOf(stack, logicalId, resource));
+    return this.resolver
+      .resourcesOfType('AWS::Cognito::UserPoolDomain')
+      .map(({ stack, logicalId, resource }) => this.resolver.refOf(stack, logicalId, resource));
   }
 
   private poolOfDomain(domain: string): string | undefined {
@@ -309,7 +323,10 @@ class LocalCognito {
   private tokens(client: LocalClient, username: string, scopes: readonly string[]) {
     const now = Math.floor(Date.now() / 1000);
     // A stable subject per pool and user name, as a real user keeps one sub.
-    const sub = createHash('sha256').update(`${client.userPool}\n${username}`).digest('hex').replace(/^(.{8})(.{4})(.{4})(.{4})(.{12}).*$/, '$1-$2-$3-$4-$5');
+    const sub = createHash('sha256')
+      .update(`${client.userPool}\n${username}`)
+      .digest('hex')
+      .replace(/^(.{8})(.{4})(.{4})(.{4})(.{12}).*$/, '$1-$2-$3-$4-$5');
     const common = { sub, iss: client.issuer, auth_time: now, iat: now, exp: now + TOKEN_SECONDS, origin_jti: randomUUID(), event_id: randomUUID() };
     return {
       id_token: this.signJwt({ ...common, aud: client.clientId, token_use: 'id', 'cognito:username': username, jti: randomUUID() }),
@@ -365,7 +382,8 @@ class LocalCognito {
     if (endpoint === '/logout' && req.method === 'GET') {
       const client = this.clients().find((c) => c.clientId === url.searchParams.get('client_id') && c.userPool === pool);
       const target = url.searchParams.get('logout_uri') ?? '';
-      if (!client || !client.logoutUrls.includes(target)) return sendJson(res, 400, { error: 'invalid_request', error_description: 'unknown client_id or logout_uri not among its sign-out URLs' });
+      if (!client || !client.logoutUrls.includes(target))
+        return sendJson(res, 400, { error: 'invalid_request', error_description: 'unknown client_id or logout_uri not among its sign-out URLs' });
       res.writeHead(302, { location: target });
       res.end();
       return;
@@ -387,7 +405,9 @@ class LocalCognito {
     const clients = this.clients();
     const client = request.clientId === undefined && clients.length === 1 ? clients[0] : clients.find((c) => c.clientId === request.clientId);
     if (!client) {
-      return sendJson(res, 400, { message: `clientId must be one of ${clients.map((c) => c.clientId).join(', ') || '(no user pool client in the app)'} (got ${JSON.stringify(request.clientId)})` });
+      return sendJson(res, 400, {
+        message: `clientId must be one of ${clients.map((c) => c.clientId).join(', ') || '(no user pool client in the app)'} (got ${JSON.stringify(request.clientId)})`,
+      });
     }
     sendJson(res, 200, this.tokens(client, username, client.scopes));
   }
@@ -463,6 +483,12 @@ function escapeHtml(text: string): string {
 }
 
 function sendHtml(res: ServerResponse, status: number, title: string, content: string): void {
-  res.writeHead(status, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'content-security-policy': "default-src 'none'; form-action 'self'" });
-  res.end(`<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title></head><body><h1>${escapeHtml(title)}</h1>${content}</body></html>`);
+  res.writeHead(status, {
+    'content-type': 'text/html; charset=utf-8',
+    'cache-control': 'no-store',
+    'content-security-policy': "default-src 'none'; form-action 'self'",
+  });
+  res.end(
+    `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title></head><body><h1>${escapeHtml(title)}</h1>${content}</body></html>`,
+  );
 }

@@ -49,7 +49,10 @@ class Sandbox {
   busy = false;
   dead = false;
 
-  constructor(readonly fn: LocalFunction, baseEnv: Record<string, string>) {
+  constructor(
+    readonly fn: LocalFunction,
+    baseEnv: Record<string, string>,
+  ) {
     this.worker = new Worker(WORKER, {
       workerData: { entry: fn.entry, handlerName: fn.handler },
       // As Lambda sets it for an on-demand sandbox: the Logger's `cold_start` is true on its first invocation.

@@ -20,11 +20,7 @@ export interface Provisioned {
   readonly secrets: Map<string, string>;
 }
 
-export async function provision(
-  resolver: TemplateResolver,
-  clients: { dynamodb: DynamoDBClient; s3: S3Client },
-  dataDir: string,
-): Promise<Provisioned> {
+export async function provision(resolver: TemplateResolver, clients: { dynamodb: DynamoDBClient; s3: S3Client }, dataDir: string): Promise<Provisioned> {
   const out: Provisioned = { tables: [], eventBridgeBuckets: [], versionedBuckets: [], secrets: new Map() };
   for (const { stack, logicalId, resource } of [
     ...resolver.resourcesOfType('AWS::DynamoDB::GlobalTable'),
@@ -47,7 +43,10 @@ export async function provision(
   // EventBridge notifications: a bucket property, or (as CDK does it) a notifications custom resource.
   const eventBridge = new Set<string>();
   for (const { stack, resource } of resolver.resourcesOfType('Custom::S3BucketNotifications')) {
-    const props = resolver.resolve(stack, resource.Properties ?? {}) as { BucketName?: string; NotificationConfiguration?: { EventBridgeConfiguration?: unknown } };
+    const props = resolver.resolve(stack, resource.Properties ?? {}) as {
+      BucketName?: string;
+      NotificationConfiguration?: { EventBridgeConfiguration?: unknown };
+    };
     if (props.BucketName && props.NotificationConfiguration?.EventBridgeConfiguration) eventBridge.add(props.BucketName);
   }
   for (const { stack, logicalId, resource } of resolver.resourcesOfType('AWS::S3::Bucket')) {
@@ -69,7 +68,11 @@ export async function provision(
   for (const { stack, logicalId, resource } of resolver.resourcesOfType('AWS::SecretsManager::Secret')) {
     const arn = resolver.refOf(stack, logicalId, resource);
     const props = (resource.Properties ?? {}) as { SecretString?: string; GenerateSecretString?: { PasswordLength?: number } };
-    stored[arn] ??= props.SecretString ?? randomBytes(48).toString('base64url').slice(0, props.GenerateSecretString?.PasswordLength ?? 64);
+    stored[arn] ??=
+      props.SecretString ??
+      randomBytes(48)
+        .toString('base64url')
+        .slice(0, props.GenerateSecretString?.PasswordLength ?? 64);
     out.secrets.set(arn, stored[arn]!);
   }
   writeFileSync(secretsFile, JSON.stringify(stored, null, 2), { mode: 0o600 });

@@ -229,7 +229,8 @@ async function probeSandbox(options: { bwrapPath?: string; hostUid?: number }): 
       ...(options.bwrapPath !== undefined ? { bwrapPath: options.bwrapPath } : {}),
       ...(options.hostUid !== undefined ? { hostUid: options.hostUid } : {}),
     });
-    if (result.exitCode !== 0) return { available: false, reason: `/usr/bin/true exited ${result.exitCode ?? result.signal} in the sandbox: ${result.stderrTail}` };
+    if (result.exitCode !== 0)
+      return { available: false, reason: `/usr/bin/true exited ${result.exitCode ?? result.signal} in the sandbox: ${result.stderrTail}` };
     return { available: true };
   } catch (error) {
     return { available: false, reason: error instanceof Error ? error.message : String(error) };
@@ -382,10 +383,15 @@ export function bwrapArgs(o: {
     '--disable-userns',
     '--die-with-parent',
     '--new-session',
-    '--uid', String(o.uid),
-    '--gid', String(o.uid),
-    '--hostname', 'sandbox',
-    '--ro-bind', '/usr', '/usr',
+    '--uid',
+    String(o.uid),
+    '--gid',
+    String(o.uid),
+    '--hostname',
+    'sandbox',
+    '--ro-bind',
+    '/usr',
+    '/usr',
   ];
   // Merged-/usr Debian has /bin, /lib... as links into /usr; elsewhere they are real folders.
   for (const name of ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32']) {
@@ -401,21 +407,38 @@ export function bwrapArgs(o: {
   }
   args.push(
     // Debian resolves libblas/liblapack through /etc/alternatives (torch needs them).
-    '--ro-bind-try', '/etc/alternatives', '/etc/alternatives',
-    '--ro-bind-try', '/etc/ld.so.cache', '/etc/ld.so.cache',
-    '--dev', '/dev',
-    '--size', String(limits.tmpBytes), '--tmpfs', '/dev/shm',
-    '--proc', '/proc',
-    '--size', String(limits.tmpBytes), '--tmpfs', '/tmp',
+    '--ro-bind-try',
+    '/etc/alternatives',
+    '/etc/alternatives',
+    '--ro-bind-try',
+    '/etc/ld.so.cache',
+    '/etc/ld.so.cache',
+    '--dev',
+    '/dev',
+    '--size',
+    String(limits.tmpBytes),
+    '--tmpfs',
+    '/dev/shm',
+    '--proc',
+    '/proc',
+    '--size',
+    String(limits.tmpBytes),
+    '--tmpfs',
+    '/tmp',
   );
   for (const bind of o.readOnly ?? []) args.push('--ro-bind', bind.source, bind.target);
   args.push(
-    '--bind', o.workDir, JOB_DIR,
+    '--bind',
+    o.workDir,
+    JOB_DIR,
     // bwrap's root and /dev are tmpfs mounts without a size cap: make them read-only last
     // (not recursive, so /job, /tmp and /dev/shm stay writable).
-    '--remount-ro', '/dev',
-    '--remount-ro', '/',
-    '--chdir', o.cwd ?? JOB_DIR,
+    '--remount-ro',
+    '/dev',
+    '--remount-ro',
+    '/',
+    '--chdir',
+    o.cwd ?? JOB_DIR,
     '--clearenv',
   );
   const env: Record<string, string> = {
@@ -428,7 +451,10 @@ export function bwrapArgs(o: {
   for (const [name, value] of Object.entries(env)) args.push('--setenv', name, value);
   args.push(
     '--',
-    '/bin/sh', '-c', 'printf R >&3; exec "$@" 3>&-', 'sandbox',
+    '/bin/sh',
+    '-c',
+    'printf R >&3; exec "$@" 3>&-',
+    'sandbox',
     '/usr/bin/prlimit',
     `--cpu=${limits.cpuSeconds}:${limits.cpuSeconds + 1}`,
     `--as=${limits.memoryBytes}`,
@@ -625,7 +651,8 @@ function setupError(stderr: string, hostUid: number | undefined): SandboxSetupEr
   const message = stderr.trim() || '(bwrap printed nothing)';
   let hint = '';
   if (/namespace|uid map|setting up uid|No permissions to creat/i.test(message)) {
-    hint = " User namespaces may be disabled here: check sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone and AppArmor's kernel.apparmor_restrict_unprivileged_userns.";
+    hint =
+      " User namespaces may be disabled here: check sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone and AppArmor's kernel.apparmor_restrict_unprivileged_userns.";
   } else if (hostUid !== undefined && /Permission denied/.test(message)) {
     hint = ` bwrap runs as host uid ${hostUid}, which must be able to reach every bound folder.`;
   }
@@ -635,9 +662,24 @@ function setupError(stderr: string, hostUid: number | undefined): SandboxSetupEr
 // --- How the run ended -----------------------------------------------------------------------
 
 const SIGNAL_NAMES: Record<number, NodeJS.Signals> = {
-  1: 'SIGHUP', 2: 'SIGINT', 3: 'SIGQUIT', 4: 'SIGILL', 5: 'SIGTRAP', 6: 'SIGABRT', 7: 'SIGBUS', 8: 'SIGFPE',
-  9: 'SIGKILL', 10: 'SIGUSR1', 11: 'SIGSEGV', 12: 'SIGUSR2', 13: 'SIGPIPE', 14: 'SIGALRM', 15: 'SIGTERM',
-  24: 'SIGXCPU', 25: 'SIGXFSZ', 31: 'SIGSYS',
+  1: 'SIGHUP',
+  2: 'SIGINT',
+  3: 'SIGQUIT',
+  4: 'SIGILL',
+  5: 'SIGTRAP',
+  6: 'SIGABRT',
+  7: 'SIGBUS',
+  8: 'SIGFPE',
+  9: 'SIGKILL',
+  10: 'SIGUSR1',
+  11: 'SIGSEGV',
+  12: 'SIGUSR2',
+  13: 'SIGPIPE',
+  14: 'SIGALRM',
+  15: 'SIGTERM',
+  24: 'SIGXCPU',
+  25: 'SIGXFSZ',
+  31: 'SIGSYS',
 };
 
 /** bwrap exits 128+N when its command died of signal N (as shells report it). */
@@ -809,7 +851,10 @@ class Watch {
       return { limit: 'processes', detail: `killed by the host at ${tasks} tasks, the limit of ${this.limits.maxProcesses} processes and threads` };
     }
     if (resident > this.limits.memoryBytes) {
-      return { limit: 'memory', detail: `killed by the host with ${resident} bytes in memory in all its processes, over the limit of ${this.limits.memoryBytes}` };
+      return {
+        limit: 'memory',
+        detail: `killed by the host with ${resident} bytes in memory in all its processes, over the limit of ${this.limits.memoryBytes}`,
+      };
     }
     const disk = this.overDisk(deletedOnDisk);
     return disk ? { limit: 'disk', detail: `killed by the host with ${disk}` } : undefined;

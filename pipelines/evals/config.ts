@@ -9,7 +9,11 @@ import { BENCHMARK_NAME } from '#shared/evals/benchmarks.ts';
 export const EvalsConfig = z
   .object({
     /** s3://<bucket>/checkpoints/<run>/<step>/manifest.json; null when started by the upload. */
-    checkpoint: z.string().regex(/^s3:\/\/[^/]+\/checkpoints\/[^/]+\/\d+\/manifest\.json$/, 'must be s3://<bucket>/checkpoints/<run>/<step>/manifest.json').nullable().default(null),
+    checkpoint: z
+      .string()
+      .regex(/^s3:\/\/[^/]+\/checkpoints\/[^/]+\/\d+\/manifest\.json$/, 'must be s3://<bucket>/checkpoints/<run>/<step>/manifest.json')
+      .nullable()
+      .default(null),
     /** The benchmarks to evaluate; null: every registered one. */
     benchmarks: z.array(z.string().regex(BENCHMARK_NAME)).min(1).nullable().default(null),
     /** Guard overrides; null: the registry's guard settings. */

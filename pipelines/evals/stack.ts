@@ -51,7 +51,13 @@ export class EvalsStack extends PipelineStack {
     table.grantReadData(prepareFn);
     acknowledgeFindings(
       prepareFn,
-      s3GrantFindings(prepareFn, bucket, ['read'], 'checkpoints/*', 'Reads the manifest and checks the files of any checkpoint under checkpoints/<run>/<step>/, named by the upload at run time.'),
+      s3GrantFindings(
+        prepareFn,
+        bucket,
+        ['read'],
+        'checkpoints/*',
+        'Reads the manifest and checks the files of any checkpoint under checkpoints/<run>/<step>/, named by the upload at run time.',
+      ),
     );
     const leaderboardFn = new PipelineFunction(this, 'Leaderboard', {
       entry: this.handlerEntry('leaderboard'),
@@ -64,7 +70,13 @@ export class EvalsStack extends PipelineStack {
     bucket.grantPut(leaderboardFn, `data/${EVALS_PIPELINE}/*`);
     acknowledgeFindings(
       leaderboardFn,
-      s3GrantFindings(leaderboardFn, bucket, ['put'], `data/${EVALS_PIPELINE}/*`, 'Writes content-addressed leaderboard files under data/evals/leaderboard/<sha256>/ only.'),
+      s3GrantFindings(
+        leaderboardFn,
+        bucket,
+        ['put'],
+        `data/${EVALS_PIPELINE}/*`,
+        'Writes content-addressed leaderboard files under data/evals/leaderboard/<sha256>/ only.',
+      ),
     );
     const evalJob = new BatchJob(this, 'Eval', {
       job: 'evals-lm',
@@ -92,7 +104,12 @@ export class EvalsStack extends PipelineStack {
     const checkpointFiles = new sfn.Pass(this, 'Checkpoint files', {
       parameters: {
         files: [{ 'uri.$': '$.prep.checkpoint.manifestUri', name: 'manifest.json' }],
-        metrics: { 'run.$': '$.prep.checkpoint.run', 'step.$': '$.prep.checkpoint.step', 'contentHash.$': '$.prep.checkpoint.contentHash', 'uri.$': '$.prep.checkpoint.uri' },
+        metrics: {
+          'run.$': '$.prep.checkpoint.run',
+          'step.$': '$.prep.checkpoint.step',
+          'contentHash.$': '$.prep.checkpoint.contentHash',
+          'uri.$': '$.prep.checkpoint.uri',
+        },
       },
       resultPath: '$.checkpointArtifact',
     });
@@ -169,7 +186,12 @@ export class EvalsStack extends PipelineStack {
           resultPath: '$.artifact',
         });
         const result = new sfn.Pass(s, 'Result', {
-          parameters: { 'benchmark.$': '$.benchmark.name', 'metrics.$': '$.metrics', 'samplesPerSecond.$': '$.eval.samples_per_second', 'artifact.$': '$.artifact' },
+          parameters: {
+            'benchmark.$': '$.benchmark.name',
+            'metrics.$': '$.metrics',
+            'samplesPerSecond.$': '$.eval.samples_per_second',
+            'artifact.$': '$.artifact',
+          },
           resultPath: '$.result',
         });
         return run.next(metrics).next(publish).next(result);

@@ -12,7 +12,10 @@ export const MoleculesConfig = z
     pool: z
       .object({
         /** A pool file in S3 (one SMILES per line, optional id after whitespace). Default: the pool built in code. */
-        uri: z.string().regex(/^s3:\/\/[^/]+\/.+/, 'must be an s3://bucket/key URI').optional(),
+        uri: z
+          .string()
+          .regex(/^s3:\/\/[^/]+\/.+/, 'must be an s3://bucket/key URI')
+          .optional(),
         /** Default pool: substituents per molecule (1: about 2,200 molecules; 2: about 79,000). */
         maxSubstituents: z.union([z.literal(1), z.literal(2)]).default(2),
         maxHeavyAtoms: z.int().min(1).max(100).default(DEFAULT_MAX_HEAVY_ATOMS),
@@ -40,7 +43,11 @@ export const MoleculesConfig = z
         /** Molecules measured at once inside a job (its vCPUs). */
         parallel: z.int().min(1).max(16).default(1),
         /** Seed of the starting geometries' out-of-plane offsets. */
-        seed: z.int().min(0).max(2 ** 30).default(0),
+        seed: z
+          .int()
+          .min(0)
+          .max(2 ** 30)
+          .default(0),
       })
       .strict()
       .default({ timeoutSeconds: 120, chunkSize: 25, parallel: 1, seed: 0 }),
@@ -49,8 +56,16 @@ export const MoleculesConfig = z
      * Default 3 days, under the state machine's 7-day execution limit... per round: keep
      * rounds x timeout under it, or approve promptly.
      */
-    approvalTimeoutSeconds: z.int().min(60).max(2_000_000).default(3 * 24 * 3600),
-    seed: z.int().min(0).max(2 ** 30).default(0),
+    approvalTimeoutSeconds: z
+      .int()
+      .min(60)
+      .max(2_000_000)
+      .default(3 * 24 * 3600),
+    seed: z
+      .int()
+      .min(0)
+      .max(2 ** 30)
+      .default(0),
   })
   .strict();
 export type MoleculesConfig = z.infer<typeof MoleculesConfig>;

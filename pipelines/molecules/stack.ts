@@ -25,17 +25,7 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct } from 'constructs';
 import { ENV } from '#shared/env.ts';
 import { APPROVAL_ITEMS_PREFIX } from '#shared/approval.ts';
-import {
-  approvalGate,
-  BatchJob,
-  documentFunction,
-  fanOut,
-  invoke,
-  PipelineStack,
-  type PipelineStackProps,
-  runJob,
-  step,
-} from '#pipelines/steps/index.ts';
+import { approvalGate, BatchJob, documentFunction, fanOut, invoke, PipelineStack, type PipelineStackProps, runJob, step } from '#pipelines/steps/index.ts';
 
 export const MOLECULES_PIPELINE = 'molecules';
 export const DISCOVERY_ARTIFACT = 'molecular-discovery';
@@ -83,8 +73,22 @@ export class MolecularDiscoveryStack extends PipelineStack {
         })),
       });
     const data = `data/${MOLECULES_PIPELINE}/*`;
-    const prepareFn = campaignFunction('Prepare', 'prepare', 'Builds or reads the molecule pool and its fingerprints; starts the campaign with a random sample', 3008, Duration.minutes(10), [data]);
-    const proposeFn = campaignFunction('Propose', 'propose', "Fits the surrogate, picks the next batch and the random baseline's, writes the approval items", 3008, Duration.minutes(5), [data, `${APPROVAL_ITEMS_PREFIX}${MOLECULES_PIPELINE}/*`]);
+    const prepareFn = campaignFunction(
+      'Prepare',
+      'prepare',
+      'Builds or reads the molecule pool and its fingerprints; starts the campaign with a random sample',
+      3008,
+      Duration.minutes(10),
+      [data],
+    );
+    const proposeFn = campaignFunction(
+      'Propose',
+      'propose',
+      "Fits the surrogate, picks the next batch and the random baseline's, writes the approval items",
+      3008,
+      Duration.minutes(5),
+      [data, `${APPROVAL_ITEMS_PREFIX}${MOLECULES_PIPELINE}/*`],
+    );
     const recordFn = campaignFunction('Record', 'record', 'Records oracle results into the campaign and the oracle cache', 1024, Duration.minutes(2), [data]);
     const reportFn = campaignFunction('Report', 'report', 'Writes the discovery report and the measurements', 1024, Duration.minutes(2), [data]);
     table.grantReadData(proposeFn);
@@ -140,8 +144,7 @@ export class MolecularDiscoveryStack extends PipelineStack {
       // error after caching what the other jobs measured.
       tolerance: { maxFailuresPath: '$.proposal.toMeasure' },
     });
-    const outcome = (name: string, value: string) =>
-      new sfn.Pass(this, name, { result: sfn.Result.fromObject({ value }), resultPath: '$.outcome' });
+    const outcome = (name: string, value: string) => new sfn.Pass(this, name, { result: sfn.Result.fromObject({ value }), resultPath: '$.outcome' });
     const record = step(this, 'record', {
       run: invoke(recordFn),
       inputs: {
@@ -175,9 +178,7 @@ export class MolecularDiscoveryStack extends PipelineStack {
       .when(sfn.Condition.booleanEquals('$.proposal.done', true), exhausted)
       .when(sfn.Condition.numberGreaterThan('$.proposal.toMeasure', 0), approve.next(decided))
       .otherwise(outcome('Nothing to measure', 'nothingToMeasure').next(record));
-    const more = new sfn.Choice(this, 'More rounds?')
-      .when(sfn.Condition.booleanEquals('$.campaign.done', true), finish)
-      .otherwise(propose);
+    const more = new sfn.Choice(this, 'More rounds?').when(sfn.Condition.booleanEquals('$.campaign.done', true), finish).otherwise(propose);
 
     prepare.next(propose).next(newRound).next(anything);
     record.next(more);

@@ -91,8 +91,7 @@ export class ProbeStack extends PipelineStack {
     });
     const square = fanOut(this, 'square', {
       itemsPath: '$.steps.prepare.items',
-      iterator: (s) =>
-        step(s, 'square-item', { run: invoke(squareFn), inputs: { 'x.$': '$.item' }, resultPath: '$.result', cache }),
+      iterator: (s) => step(s, 'square-item', { run: invoke(squareFn), inputs: { 'x.$': '$.item' }, resultPath: '$.result', cache }),
       resultPath: '$.steps.square',
       maxConcurrency: 4,
       tolerance: { maxFailuresPath: '$.config.maxFailures' },
@@ -139,9 +138,7 @@ export class ProbeStack extends PipelineStack {
       .otherwise(sum);
     sum.next(needsApproval);
     const main = prepare.next(square).next(distributed);
-    const start = new sfn.Choice(this, 'Started by upload?')
-      .when(sfn.Condition.isPresent('$.trigger'), defaults.next(main))
-      .otherwise(main);
+    const start = new sfn.Choice(this, 'Started by upload?').when(sfn.Condition.isPresent('$.trigger'), defaults.next(main)).otherwise(main);
 
     this.finish(start, { timeout: Duration.hours(2) });
     new S3Trigger(this, 'Trigger', { scope: steps, keyPattern: 'uploads/probe/*/manifest.json', stateMachine: this.stateMachine });

@@ -10,7 +10,16 @@ import { MAX_TRAIN_TIMEOUT_SECONDS, MIN_TRAIN_TIMEOUT_SECONDS } from '#shared/re
 import { DEFAULT_CLAUDE_MODEL } from '#shared/clients/anthropic.ts';
 import { MAX_SOURCE_CHARS } from '#shared/rewards/propose.ts';
 
-const seeds = (max: number) => z.array(z.int().min(0).max(2 ** 31 - 1)).min(1).max(max);
+const seeds = (max: number) =>
+  z
+    .array(
+      z
+        .int()
+        .min(0)
+        .max(2 ** 31 - 1),
+    )
+    .min(1)
+    .max(max);
 
 export const RewardFile = z
   .object({
@@ -63,17 +72,21 @@ export const RewardsConfig = z
     const train = new Set(c.trainSeeds);
     for (const field of ['gradeSeeds', 'finalSeeds'] as const) {
       c[field].forEach((s, i) => {
-        if (train.has(s)) ctx.addIssue({ code: 'custom', path: [field, i], message: 'is a training seed: grading needs seeds the candidates never trained on' });
+        if (train.has(s))
+          ctx.addIssue({ code: 'custom', path: [field, i], message: 'is a training seed: grading needs seeds the candidates never trained on' });
       });
     }
     const grade = new Set(c.gradeSeeds);
     const finalTrain = new Set(c.finalTrainSeeds);
     c.finalSeeds.forEach((s, i) => {
-      if (grade.has(s)) ctx.addIssue({ code: 'custom', path: ['finalSeeds', i], message: 'is a search grading seed: the final needs seeds the search never saw' });
-      if (finalTrain.has(s)) ctx.addIssue({ code: 'custom', path: ['finalSeeds', i], message: 'is a final training seed: grading needs seeds the policies never trained on' });
+      if (grade.has(s))
+        ctx.addIssue({ code: 'custom', path: ['finalSeeds', i], message: 'is a search grading seed: the final needs seeds the search never saw' });
+      if (finalTrain.has(s))
+        ctx.addIssue({ code: 'custom', path: ['finalSeeds', i], message: 'is a final training seed: grading needs seeds the policies never trained on' });
     });
     c.finalTrainSeeds.forEach((s, i) => {
-      if (train.has(s)) ctx.addIssue({ code: 'custom', path: ['finalTrainSeeds', i], message: 'is a search training seed: the final retrains on seeds the search never used' });
+      if (train.has(s))
+        ctx.addIssue({ code: 'custom', path: ['finalTrainSeeds', i], message: 'is a search training seed: the final retrains on seeds the search never used' });
     });
     if (c.rewardFiles) {
       const names = new Set<string>();
@@ -86,6 +99,24 @@ export const RewardsConfig = z
 export type RewardsConfig = z.infer<typeof RewardsConfig>;
 
 export const REWARDS_SIZES = {
-  test: { generations: 2, candidates: 2, trainSeeds: [1], gradeSeeds: [1001], finalTrainSeeds: [101], finalSeeds: [2001], episodesPerSeed: 20, train: { total_steps: 6000, evaluation_episodes: 5 } },
-  smoke: { generations: 2, candidates: 3, trainSeeds: [1, 2], gradeSeeds: [1001, 1002], finalTrainSeeds: [101, 102], finalSeeds: [2001, 2002, 2003, 2004], episodesPerSeed: 50, train: { total_steps: 6000 } },
+  test: {
+    generations: 2,
+    candidates: 2,
+    trainSeeds: [1],
+    gradeSeeds: [1001],
+    finalTrainSeeds: [101],
+    finalSeeds: [2001],
+    episodesPerSeed: 20,
+    train: { total_steps: 6000, evaluation_episodes: 5 },
+  },
+  smoke: {
+    generations: 2,
+    candidates: 3,
+    trainSeeds: [1, 2],
+    gradeSeeds: [1001, 1002],
+    finalTrainSeeds: [101, 102],
+    finalSeeds: [2001, 2002, 2003, 2004],
+    episodesPerSeed: 50,
+    train: { total_steps: 6000 },
+  },
 } as const satisfies Record<string, z.input<typeof RewardsConfig>>;

@@ -80,7 +80,8 @@ export class RewardSearchStack extends PipelineStack<StepResources & { readonly 
         timeout: Duration.minutes(5),
         logRetention: resources.logRetention,
         bucket,
-        readsWhy: 'Reads search documents (data/rewards/search/<sha256>.json) and policies the sandboxed jobs handed back (runs/rewards/<execution>/...), keys made at run time.',
+        readsWhy:
+          'Reads search documents (data/rewards/search/<sha256>.json) and policies the sandboxed jobs handed back (runs/rewards/<execution>/...), keys made at run time.',
         writes: [{ prefix: `data/${REWARDS_PIPELINE}/*`, why: 'Writes content-addressed search documents and reports under data/rewards/ only.' }],
       });
     const proposeFn = searchFunction('Propose', 'propose', 'Asks Claude for reward functions (or takes reward files) and plans their training runs', {
@@ -154,7 +155,13 @@ export class RewardSearchStack extends PipelineStack<StepResources & { readonly 
     });
     const record = step(this, 'record', {
       run: invoke(recordFn),
-      inputs: { 'generation.$': '$.loop.generation', 'searchUri.$': '$.loop.searchUri', 'proposal.$': '$.proposal', 'results.$': '$.steps.runs', 'config.$': '$.config' },
+      inputs: {
+        'generation.$': '$.loop.generation',
+        'searchUri.$': '$.loop.searchUri',
+        'proposal.$': '$.proposal',
+        'results.$': '$.steps.runs',
+        'config.$': '$.config',
+      },
       resultPath: '$.loop',
     });
     const finalPlan = step(this, 'final-plan', {
@@ -178,9 +185,7 @@ export class RewardSearchStack extends PipelineStack<StepResources & { readonly 
     const phase = new sfn.Choice(this, 'Search or final?')
       .when(sfn.Condition.stringEquals('$.proposal.phase', 'final'), finalRecord.next(reportAndPublish))
       .otherwise(record);
-    const more = new sfn.Choice(this, 'More generations?')
-      .when(sfn.Condition.booleanEquals('$.loop.done', true), finalPlan)
-      .otherwise(propose);
+    const more = new sfn.Choice(this, 'More generations?').when(sfn.Condition.booleanEquals('$.loop.done', true), finalPlan).otherwise(propose);
     baselines.next(start).next(propose);
     propose.next(countItems);
     finalPlan.next(countItems);

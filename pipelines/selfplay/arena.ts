@@ -21,8 +21,16 @@ import { HttpApi, HttpMethod, LogGroupLogDestination } from 'aws-cdk-lib/aws-api
 import { HttpJwtAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import {
-  AccountRecovery, CfnManagedLoginBranding, FeaturePlan, ManagedLoginVersion, Mfa, OAuthScope, UserPool,
-  UserPoolClient, UserPoolClientIdentityProvider, UserPoolDomain,
+  AccountRecovery,
+  CfnManagedLoginBranding,
+  FeaturePlan,
+  ManagedLoginVersion,
+  Mfa,
+  OAuthScope,
+  UserPool,
+  UserPoolClient,
+  UserPoolClientIdentityProvider,
+  UserPoolDomain,
 } from 'aws-cdk-lib/aws-cognito';
 import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { LogGroup } from 'aws-cdk-lib/aws-logs';
@@ -106,7 +114,7 @@ export class Arena extends Construct {
     // ---- 1. API ------------------------------------------------------------------------
     this.accessLogs = new LogGroup(this, 'AccessLogs', { retention: logRetention, removalPolicy: RemovalPolicy.DESTROY });
     this.api = new HttpApi(this, 'Api', {
-      description: 'Connect Four arena: the page and the champion\'s moves.',
+      description: "Connect Four arena: the page and the champion's moves.",
       createDefaultStage: false,
     });
     this.api.addStage('DefaultStage', {
@@ -197,12 +205,14 @@ export class Arena extends Construct {
           : [
               {
                 id: 'AwsSolutions-COG2',
-                reason: 'MFA is offered (TOTP) but not required by default: the accounts only play a game against a read-only model, are created by admins, and need 12-character mixed passwords; requireMfa: true turns it on.',
+                reason:
+                  'MFA is offered (TOTP) but not required by default: the accounts only play a game against a read-only model, are created by admins, and need 12-character mixed passwords; requireMfa: true turns it on.',
               },
             ]),
         {
           id: 'AwsSolutions-COG8',
-          reason: 'The Plus plan (threat protection) is billed per monthly active user; this pool holds a few admin-created accounts whose only power is playing Connect Four moves, throttled at the API stage.',
+          reason:
+            'The Plus plan (threat protection) is billed per monthly active user; this pool holds a few admin-created accounts whose only power is playing Connect Four moves, throttled at the API stage.',
         },
       ]);
     }
@@ -217,7 +227,7 @@ export class Arena extends Construct {
       : { [ARENA_ENV.signIn]: 'none' };
     this.function = new PipelineFunction(this, 'Handler', {
       entry: ENTRY,
-      description: 'Connect Four arena: the page and the champion\'s replies.',
+      description: "Connect Four arena: the page and the champion's replies.",
       onnxRuntime: true,
       // The champion's first load (ORT, the model, a probe inference) runs inside a request;
       // later moves take milliseconds. More memory is more CPU for that first load.
@@ -257,7 +267,8 @@ export class Arena extends Construct {
     const moveRoutes = this.api.addRoutes({ path: '/arena/move', methods: [HttpMethod.POST], integration, authorizer });
     const publicPage: NagFinding = {
       id: 'AwsSolutions-APIG4',
-      reason: 'The page is a static document with no data in it; it must load before sign-in because it is what starts sign-in. Moves go through the JWT-authorized route.',
+      reason:
+        'The page is a static document with no data in it; it must load before sign-in because it is what starts sign-in. Moves go through the JWT-authorized route.',
     };
     for (const route of pageRoutes) acknowledgeFindings(route, [publicPage]);
     if (config.public) {
@@ -265,7 +276,8 @@ export class Arena extends Construct {
         acknowledgeFindings(route, [
           {
             id: 'AwsSolutions-APIG4',
-            reason: 'Deployed public on purpose (arenaPublic): a move only reads the champion model and returns a reply, stores nothing, and the stage throttle caps what anonymous players can spend.',
+            reason:
+              'Deployed public on purpose (arenaPublic): a move only reads the champion model and returns a reply, stores nothing, and the stage throttle caps what anonymous players can spend.',
           },
         ]);
       }

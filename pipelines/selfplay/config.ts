@@ -41,7 +41,9 @@ export const SelfPlayConfig = z
       .int()
       .min(GAMES_MULTIPLE)
       .max(65_536)
-      .refine((n) => n % GAMES_MULTIPLE === 0, { message: `must be a multiple of ${GAMES_MULTIPLE}, so every opponent group gets the same number of games from each seat` }),
+      .refine((n) => n % GAMES_MULTIPLE === 0, {
+        message: `must be a multiple of ${GAMES_MULTIPLE}, so every opponent group gets the same number of games from each seat`,
+      }),
     /** PPO iterations per generation. */
     iterations: z.int().min(1).max(10_000),
     ppo: PpoConfig.default({}),
@@ -63,7 +65,11 @@ export const SelfPlayConfig = z
     maxFailedMatchPercent: z.number().min(0).max(100).default(50),
     /** Iterations between training checkpoints (a retried job resumes from the last). */
     checkpointEvery: z.int().min(1).max(10_000).default(5),
-    seed: z.int().min(0).max(2 ** 30).default(0),
+    seed: z
+      .int()
+      .min(0)
+      .max(2 ** 30)
+      .default(0),
   })
   .strict()
   .refine((c) => c.learningRateSchedule === 'constant' || c.ppo.learning_rate !== undefined, {

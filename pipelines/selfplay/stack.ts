@@ -21,17 +21,7 @@
 import { Duration } from 'aws-cdk-lib';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct } from 'constructs';
-import {
-  BatchJob,
-  documentFunction,
-  fanOut,
-  invoke,
-  PipelineFunction,
-  PipelineStack,
-  type PipelineStackProps,
-  runJob,
-  step,
-} from '#pipelines/steps/index.ts';
+import { BatchJob, documentFunction, fanOut, invoke, PipelineFunction, PipelineStack, type PipelineStackProps, runJob, step } from '#pipelines/steps/index.ts';
 import { acknowledgeFindings, s3GrantFindings } from '#pipelines/steps/nag-findings.ts';
 import { CHAMPION_ARTIFACT } from '#shared/selfplay/arena.ts';
 import { Arena, arenaPublicFromContext } from './arena.ts';
@@ -84,7 +74,13 @@ export class SelfPlayLeagueStack extends PipelineStack {
     bucket.grantRead(matchFn, 'runs/*');
     acknowledgeFindings(
       matchFn,
-      s3GrantFindings(matchFn, bucket, ['read'], 'runs/*', 'Reads snapshot ONNX files written by training jobs under runs/selfplay/<execution>/train/<job id>/, keys made at run time.'),
+      s3GrantFindings(
+        matchFn,
+        bucket,
+        ['read'],
+        'runs/*',
+        'Reads snapshot ONNX files written by training jobs under runs/selfplay/<execution>/train/<job id>/, keys made at run time.',
+      ),
     );
     const trainJob = new BatchJob(this, 'Train', {
       job: 'selfplay-train',

@@ -89,11 +89,13 @@ export function approvalRequestFunction(scope: Construct, steps: StepScope): Pip
     acknowledgeFindings(fn, [
       {
         id: iam5Resource(fn, sesIdentities),
-        reason: 'SES authorizes SendEmail against the identity of the From address and, in the SES sandbox, of each recipient; identity/* of this account and region covers both without hard-coding addresses.',
+        reason:
+          'SES authorizes SendEmail against the identity of the From address and, in the SES sandbox, of each recipient; identity/* of this account and region covers both without hard-coding addresses.',
       },
       {
         id: iam5Resource(fn, itemsObjects),
-        reason: 'Approval items documents are written content-addressed by each pipeline (approvals/<pipeline>/<sha256>.json), so their keys are known only at run time; the grant is GetObject under the approvals/ prefix only.',
+        reason:
+          'Approval items documents are written content-addressed by each pipeline (approvals/<pipeline>/<sha256>.json), so their keys are known only at run time; the grant is GetObject under the approvals/ prefix only.',
       },
     ]);
     return fn;

@@ -132,8 +132,7 @@ export class BatchJob extends Construct {
     this.jobDir = jobDir;
     this.timeoutSeconds = (props.timeout ?? Duration.hours(2)).toSeconds();
     this.sandboxOutputs = props.sandbox ? [...props.sandbox.outputs] : undefined;
-    this.codeVersion =
-      props.entry === undefined ? jobCodeVersion(jobDir, props.salt) : nodeJobCodeVersion(jobDir, join(jobDir, props.entry), props.salt);
+    this.codeVersion = props.entry === undefined ? jobCodeVersion(jobDir, props.salt) : nodeJobCodeVersion(jobDir, join(jobDir, props.entry), props.salt);
     const baseCommand = props.entry === undefined ? (props.command ?? ['python3', 'main.py']) : [...NODE_JOB_COMMAND];
     // A sandboxed job's container starts the stager, which runs the job's own command.
     const command = props.sandbox
@@ -208,7 +207,8 @@ export class BatchJob extends Construct {
     acknowledgeFindings(container.executionRole, [
       {
         id: 'AwsSolutions-IAM5[Resource::*]',
-        reason: 'ecr:GetAuthorizationToken, granted by CDK so the ECS agent can pull the job image, supports no resource-level permissions; the image pull itself is scoped to the asset repository.',
+        reason:
+          'ecr:GetAuthorizationToken, granted by CDK so the ECS agent can pull the job image, supports no resource-level permissions; the image pull itself is scoped to the asset repository.',
       },
     ]);
     this.queue = props.sandbox ? props.sandbox.network.queue : gpus > 0 ? resources.gpuQueue : resources.cpuQueue;
@@ -245,6 +245,10 @@ function checkEntry(job: string, jobDir: string, entry: string, command: readonl
   }
   if (!existsSync(join(jobDir, entry))) throw new ConfigError('entry', entry, `batch-jobs/${job}/${entry} does not exist`);
   if (command !== undefined) {
-    throw new ConfigError('command', command, `a Node job (entry ${JSON.stringify(entry)}) always runs ${JSON.stringify(NODE_JOB_COMMAND)}; set one or the other`);
+    throw new ConfigError(
+      'command',
+      command,
+      `a Node job (entry ${JSON.stringify(entry)}) always runs ${JSON.stringify(NODE_JOB_COMMAND)}; set one or the other`,
+    );
   }
 }

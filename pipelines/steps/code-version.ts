@@ -30,7 +30,11 @@ const memo = new Map<string, CodeVersion>();
 function fromComponents(components: Record<string, string>, salt: string | undefined): CodeVersion {
   const sorted = Object.fromEntries(Object.entries(components).sort(([a], [b]) => (a < b ? -1 : 1)));
   if (salt) sorted['salt'] = salt;
-  const hash = sha256Hex(Object.entries(sorted).map(([k, v]) => `${k}=${v}`).join('\n'));
+  const hash = sha256Hex(
+    Object.entries(sorted)
+      .map(([k, v]) => `${k}=${v}`)
+      .join('\n'),
+  );
   return { hash, components: sorted };
 }
 

@@ -110,10 +110,7 @@ export function fanOut(scope: Construct, stepId: string, props: FanOutProps): sf
   return sfn.Chain.custom(map, [done], done);
 }
 
-export type DistributedTolerance =
-  | { readonly maxFailurePercentage: number }
-  | { readonly maxFailurePercentagePath: string }
-  | { readonly maxFailures: number };
+export type DistributedTolerance = { readonly maxFailurePercentage: number } | { readonly maxFailurePercentagePath: string } | { readonly maxFailures: number };
 
 export interface DistributedFanOutProps {
   readonly scope: StepScope;
@@ -170,7 +167,8 @@ export function distributedFanOut(scope: Construct, stepId: string, props: Distr
     {
       // CDK builds the Distributed Map's S3 grants from the bucket name, not its ARN.
       id: iam5Resource(scope, `arn:${Aws.PARTITION}:s3:::${bucket.bucketName}/*`),
-      reason: 'The ItemReader reads an items file and the ResultWriter writes result files whose keys are made at run time (execution and map-run ids), so the state machine reads and writes objects of the platform bucket by wildcard.',
+      reason:
+        'The ItemReader reads an items file and the ResultWriter writes result files whose keys are made at run time (execution and map-run ids), so the state machine reads and writes objects of the platform bucket by wildcard.',
     },
   ]);
   return sfn.Chain.start(map);

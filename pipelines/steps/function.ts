@@ -134,7 +134,8 @@ export class PipelineFunction extends NodejsFunction {
       },
       {
         id: 'AwsSolutions-L1',
-        reason: 'nodejs22.x is pinned on purpose: the embedded runtime runs the same handler modules in-process on Node 22, so local and deployed behaviour match.',
+        reason:
+          'nodejs22.x is pinned on purpose: the embedded runtime runs the same handler modules in-process on Node 22, so local and deployed behaviour match.',
       },
     ]);
   }

@@ -55,8 +55,7 @@ export function iam5Resource(consumer: IConstruct, resource: string): string {
   const stack = Stack.of(consumer);
   const local = Tokenization.reverseString(resource)
     .mapTokens({
-      mapToken: (token: IResolvable) =>
-        Reference.isReference(token) && Stack.of(token.target) !== stack ? Stack.of(token.target).exportValue(token) : token,
+      mapToken: (token: IResolvable) => (Reference.isReference(token) && Stack.of(token.target) !== stack ? Stack.of(token.target).exportValue(token) : token),
     })
     .join({ join: (left: unknown, right: unknown) => `${String(left)}${String(right)}` });
   return `AwsSolutions-IAM5[Resource::${flattenCfnReference(stack.resolve(local))}]`;
@@ -82,8 +81,7 @@ function flattenCfnReference(node: unknown): string {
 }
 
 /** AWSLambdaBasicExecutionRole, as IAM4 names it. */
-export const LAMBDA_BASIC_EXECUTION_FINDING =
-  'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]';
+export const LAMBDA_BASIC_EXECUTION_FINDING = 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]';
 
 /** The action groups CDK's `grantRead`/`grantWrite`/`grantPut`/`grantDelete` put on an S3 policy. */
 const S3_GRANT_ACTION_GROUPS = {
@@ -133,7 +131,10 @@ export function acknowledgeOnStateMachine(scope: IConstruct, findings: readonly 
 /** Acknowledges on `machine` what the steps of its stack recorded with `acknowledgeOnStateMachine`. */
 export function applyStateMachineFindings(machine: IConstruct): void {
   const pending = stateMachineFindings.get(Stack.of(machine)) ?? new Map<string, string>();
-  acknowledgeFindings(machine, [...pending].map(([id, reason]) => ({ id, reason })));
+  acknowledgeFindings(
+    machine,
+    [...pending].map(([id, reason]) => ({ id, reason })),
+  );
 }
 
 /** The finding a LambdaInvoke task gives its state machine: CDK grants the function and `<arn>:*`. */

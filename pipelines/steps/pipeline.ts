@@ -45,12 +45,17 @@ export class PipelineStateMachine extends Construct {
     acknowledgeFindings(this, [
       {
         id: 'AwsSolutions-IAM5[Resource::*]',
-        reason: 'Logging and tracing: CloudWatch Logs log-delivery actions (logs:CreateLogDelivery, ...) and X-Ray trace writes support no resource-level permissions, so CDK grants them on "*".',
+        reason:
+          'Logging and tracing: CloudWatch Logs log-delivery actions (logs:CreateLogDelivery, ...) and X-Ray trace writes support no resource-level permissions, so CDK grants them on "*".',
       },
     ]);
     // Grants of this state machine's tasks (Lambda qualifiers, S3 prefixes, Batch definitions).
     applyStateMachineFindings(this);
-    if (Stack.of(this).node.findAll().some((c) => c instanceof sfn.DistributedMap)) {
+    if (
+      Stack.of(this)
+        .node.findAll()
+        .some((c) => c instanceof sfn.DistributedMap)
+    ) {
       // A Distributed Map starts child executions of this state machine and manages its map runs.
       const stack = Stack.of(this);
       const name = Fn.select(6, Fn.split(':', this.stateMachine.stateMachineArn));

@@ -22,7 +22,13 @@ export function presignFunction(scope: Construct, steps: StepScope): PipelineFun
     bucket.grantRead(fn, 'runs/*');
     bucket.grantPut(fn, 'runs/*');
     acknowledgeFindings(fn, [
-      ...s3GrantFindings(fn, bucket, ['read', 'put'], 'runs/*', "A presigned URL carries its signer's permissions: the job's spec and outputs live under runs/<pipeline>/<execution>/<step>/<job id>/, keys made at run time."),
+      ...s3GrantFindings(
+        fn,
+        bucket,
+        ['read', 'put'],
+        'runs/*',
+        "A presigned URL carries its signer's permissions: the job's spec and outputs live under runs/<pipeline>/<execution>/<step>/<job id>/, keys made at run time.",
+      ),
     ]);
     return fn;
   });

@@ -60,7 +60,8 @@ export class SandboxNetwork extends Construct {
     acknowledgeFindings(endpoints, [
       {
         id: 'AwsSolutions-EC23',
-        reason: "The only ingress rule admits HTTPS from the VPC's own CIDR block, a deploy-time value the check cannot resolve and so reads as open; nothing outside the VPC can reach interface endpoints.",
+        reason:
+          "The only ingress rule admits HTTPS from the VPC's own CIDR block, a deploy-time value the check cannot resolve and so reads as open; nothing outside the VPC can reach interface endpoints.",
       },
     ]);
     this.jobSecurityGroup = new ec2.SecurityGroup(this, 'JobSecurityGroup', {

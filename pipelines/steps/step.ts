@@ -228,11 +228,13 @@ export function runJob(
       acknowledgeOnStateMachine(construct, [
         {
           id: iam5Resource(construct, bucket.arnForObjects('runs/*')),
-          reason: 'The job spec and result.json keys embed the execution name and a job id made at run time (runs/<pipeline>/<execution>/<step>/<id>/), so the grant covers the runs/ prefix.',
+          reason:
+            'The job spec and result.json keys embed the execution name and a job id made at run time (runs/<pipeline>/<execution>/<step>/<id>/), so the grant covers the runs/ prefix.',
         },
         {
           id: iam5Resource(construct, Stack.of(construct).formatArn({ service: 'batch', resource: 'job-definition', resourceName: '*' })),
-          reason: "CDK's BatchSubmitJob always grants batch:SubmitJob on job-definition/* of this account and region (not configurable); a definition's ARN carries a revision that changes whenever the definition is updated.",
+          reason:
+            "CDK's BatchSubmitJob always grants batch:SubmitJob on job-definition/* of this account and region (not configurable); a definition's ARN carries a revision that changes whenever the definition is updated.",
         },
       ]);
       const start = sfn.Chain.start(prepare).next(locate);
@@ -346,7 +348,8 @@ function cachedChain(scope: Construct, stepId: string, props: StepProps, inputs:
   acknowledgeOnStateMachine(scope, [
     {
       id: iam5Resource(scope, resources.bucket.arnForObjects('*')),
-      reason: "A cache hit checks that the S3 outputs it lists still exist; a step's outputs may be under any prefix (data/, runs/, artifacts/), known only from the cached item at run time. The check is read-only.",
+      reason:
+        "A cache hit checks that the S3 outputs it lists still exist; a step's outputs may be under any prefix (data/, runs/, artifacts/), known only from the cached item at run time. The check is read-only.",
     },
   ]);
   const restore = new sfn.Pass(scope, stateName(stepId, 'Restore'), { inputPath: `${s}.hit.value`, resultPath: props.resultPath });

@@ -23,7 +23,9 @@ export async function readApprovalItems(uri: string): Promise<{ document: Approv
     bytes = await readObjectBytes(uri, 'itemsUri');
   } catch (error) {
     if (MISSING_OBJECT_ERRORS.includes(errorName(error))) {
-      throw new NotFoundError(`itemsUri: the items document ${uri} could not be read (${errorName(error)}); write it before the approval gate runs`, { cause: error });
+      throw new NotFoundError(`itemsUri: the items document ${uri} could not be read (${errorName(error)}); write it before the approval gate runs`, {
+        cause: error,
+      });
     }
     throw error;
   }

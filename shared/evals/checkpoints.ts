@@ -85,7 +85,12 @@ export function checkpointContentHash(manifest: CheckpointManifest): string {
  */
 export function runSlug(run: string): string {
   if (/^[a-z0-9][a-z0-9-]{0,39}$/.test(run)) return run;
-  const base = run.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 32) || 'run';
+  const base =
+    run
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, '-')
+      .replace(/^-+|-+$/g, '')
+      .slice(0, 32) || 'run';
   return `${base}-${sha256Hex(run).slice(0, 6)}`;
 }
 

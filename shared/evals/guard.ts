@@ -87,10 +87,32 @@ export function decideRelease(results: readonly EvalMetrics[], settings: GuardSe
       const missing = [t === null ? settings.target : null, g === null ? settings.guard : null].filter(Boolean).join(' and ');
       return { step, base: false, passed: null, target: t, guard: g, reason: `not scored on ${missing} (current version) yet` };
     }
-    if (floorPoints === null) return { step, base: false, passed: null, target: t, guard: g, reason: `the base model (step ${settings.baseStep}) is not scored on ${settings.guard} yet` };
+    if (floorPoints === null)
+      return {
+        step,
+        base: false,
+        passed: null,
+        target: t,
+        guard: g,
+        reason: `the base model (step ${settings.baseStep}) is not scored on ${settings.guard} yet`,
+      };
     return g >= floorPoints
-      ? { step, base: false, passed: true, target: t, guard: g, reason: `passed: ${settings.guard} ${g.toFixed(2)} >= floor ${floorPoints.toFixed(2)} (base ${baseGuardPoints!.toFixed(2)} - ${settings.marginPoints})` }
-      : { step, base: false, passed: false, target: t, guard: g, reason: `failed: ${settings.guard} ${g.toFixed(2)} < floor ${floorPoints.toFixed(2)} (base ${baseGuardPoints!.toFixed(2)} - ${settings.marginPoints})` };
+      ? {
+          step,
+          base: false,
+          passed: true,
+          target: t,
+          guard: g,
+          reason: `passed: ${settings.guard} ${g.toFixed(2)} >= floor ${floorPoints.toFixed(2)} (base ${baseGuardPoints!.toFixed(2)} - ${settings.marginPoints})`,
+        }
+      : {
+          step,
+          base: false,
+          passed: false,
+          target: t,
+          guard: g,
+          reason: `failed: ${settings.guard} ${g.toFixed(2)} < floor ${floorPoints.toFixed(2)} (base ${baseGuardPoints!.toFixed(2)} - ${settings.marginPoints})`,
+        };
   });
   // Best target score among those that passed; ties to the earlier step (verdicts are in step order).
   let candidate: CheckpointVerdict | null = null;

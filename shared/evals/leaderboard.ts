@@ -136,13 +136,25 @@ export async function writeLeaderboard(ctx: LeaderboardContext, request: Leaderb
   const results = currentResults(all, versions);
   const failures: EvalFailure[] = request.items
     .filter((i) => !i.ok)
-    .map((i) => ({ step: request.step, benchmark: parseOrThrow(FailedItem, i.item, 'items.item').benchmark.name, error: i.error ?? 'Error', cause: i.cause ?? '' }));
+    .map((i) => ({
+      step: request.step,
+      benchmark: parseOrThrow(FailedItem, i.item, 'items.item').benchmark.name,
+      error: i.error ?? 'Error',
+      cause: i.cause ?? '',
+    }));
   const baseStep = request.baseStep ?? Math.min(...results.map((r) => r.step), request.step);
   const { target, guard, marginPoints } = request.guard;
   const decision: GuardDecision =
     target && guard
       ? decideRelease(results, { target, guard, marginPoints, baseStep })
-      : { settings: { target: target ?? '-', guard: guard ?? '-', marginPoints, baseStep }, baseGuardPoints: null, floorPoints: null, candidate: null, verdicts: [], summary: 'no guard configured (frontier benchmarks guard --target NAME --guard NAME)' };
+      : {
+          settings: { target: target ?? '-', guard: guard ?? '-', marginPoints, baseStep },
+          baseGuardPoints: null,
+          floorPoints: null,
+          candidate: null,
+          verdicts: [],
+          summary: 'no guard configured (frontier benchmarks guard --target NAME --guard NAME)',
+        };
   const board = { run: request.run, results, decision, failures, versions: Object.fromEntries(versions) };
   const prefix = `data/${ctx.pipeline}/leaderboard/${sha256Hex(canonicalJson(board)).slice(0, 32)}/`;
   const html = await leaderboardHtml(board);
@@ -154,7 +166,13 @@ export async function writeLeaderboard(ctx: LeaderboardContext, request: Leaderb
     files: files.map(({ name, uri }) => ({ name, uri })),
     reportUri: files[1]!.uri,
     decision: { candidate: decision.candidate, summary: decision.summary },
-    metrics: { run: request.run, candidate: decision.candidate ?? -1, checkpoints: new Set(results.map((r) => r.step)).size, results: results.length, failures: failures.length },
+    metrics: {
+      run: request.run,
+      candidate: decision.candidate ?? -1,
+      checkpoints: new Set(results.map((r) => r.step)).size,
+      results: results.length,
+      failures: failures.length,
+    },
     s3Outputs: files.map(({ Bucket, Key }) => ({ Bucket, Key })),
   };
 }

@@ -48,7 +48,8 @@ async function readManifestText({ bucket, key, etag }: ManifestSource): Promise<
     const out = await s3Client().send(new GetObjectCommand({ Bucket: bucket, Key: key, ...(etag ? { IfMatch: etag } : {}) }));
     return await out.Body!.transformToString();
   } catch (error) {
-    if (errorName(error) === 'PreconditionFailed') throw new ConfigError('manifest', `s3://${bucket}/${key}`, `changed since its upload event (etag ${etag}); the newer upload starts its own evaluation`);
+    if (errorName(error) === 'PreconditionFailed')
+      throw new ConfigError('manifest', `s3://${bucket}/${key}`, `changed since its upload event (etag ${etag}); the newer upload starts its own evaluation`);
     if (errorName(error) === 'NoSuchKey') throw new ConfigError('manifest', `s3://${bucket}/${key}`, 'does not exist');
     throw error;
   }

@@ -18,13 +18,33 @@ import { jobFailureText } from '../job.ts';
 import { canonicalJson, sha256Hex } from '../json.ts';
 import { parseOrThrow } from '../schema.ts';
 import {
-  armCounts, campaignSummary, currentRound, newCampaign, proposeRound, recordRound, toMeasure, withKnownResults,
-  CampaignSettings, type Campaign, type Decision, type OracleResult,
+  armCounts,
+  campaignSummary,
+  currentRound,
+  newCampaign,
+  proposeRound,
+  recordRound,
+  toMeasure,
+  withKnownResults,
+  CampaignSettings,
+  type Campaign,
+  type Decision,
+  type OracleResult,
 } from './discovery.ts';
 import { buildDefaultPool, moleculeSvg, morganFingerprint, parsePoolFile, type PoolResult } from './pool.ts';
 import {
-  exists, lookupOracle, oracleVersion, poolKeys, readCampaign, readFingerprints, readPool, storeOracle,
-  writeCampaign, writePool, XtbSettings, type PoolDoc,
+  exists,
+  lookupOracle,
+  oracleVersion,
+  poolKeys,
+  readCampaign,
+  readFingerprints,
+  readPool,
+  storeOracle,
+  writeCampaign,
+  writePool,
+  XtbSettings,
+  type PoolDoc,
 } from './store.ts';
 import { writeContentAddressed } from '../documents.ts';
 
@@ -56,7 +76,11 @@ export async function loadOrBuildPool(ctx: StoreContext, spec: PoolSpec): Promis
     text = bytes.toString('utf8');
     buildKey = canonicalJson({ format: POOL_FORMAT, file: sha256Hex(bytes), maxHeavyAtoms: spec.maxHeavyAtoms, fingerprint: FINGERPRINT });
   } else {
-    buildKey = canonicalJson({ format: POOL_FORMAT, default: { maxSubstituents: spec.maxSubstituents, maxHeavyAtoms: spec.maxHeavyAtoms }, fingerprint: FINGERPRINT });
+    buildKey = canonicalJson({
+      format: POOL_FORMAT,
+      default: { maxSubstituents: spec.maxSubstituents, maxHeavyAtoms: spec.maxHeavyAtoms },
+      fingerprint: FINGERPRINT,
+    });
   }
   const keys = poolKeys(ctx.pipeline, buildKey);
   const uri = `s3://${ctx.bucket}/${keys.doc}`;
@@ -81,7 +105,12 @@ export async function loadOrBuildPool(ctx: StoreContext, spec: PoolSpec): Promis
     smiles: result.molecules.map((m) => m.smiles),
     ...(result.molecules.some((m) => m.id) ? { ids: result.molecules.map((m) => m.id ?? '') } : {}),
     skipped: { ...result.skipped } as Record<string, number>,
-    examples: result.examples.map((e) => ({ reason: e.reason, input: e.input, ...(e.line !== undefined ? { line: e.line } : {}), ...(e.detail !== undefined ? { detail: e.detail } : {}) })),
+    examples: result.examples.map((e) => ({
+      reason: e.reason,
+      input: e.input,
+      ...(e.line !== undefined ? { line: e.line } : {}),
+      ...(e.detail !== undefined ? { detail: e.detail } : {}),
+    })),
     ...(result.candidates !== undefined ? { candidates: result.candidates } : {}),
     fingerprint: { ...FINGERPRINT },
   };
@@ -134,7 +163,8 @@ function formatGap(p: { mean: number; std: number } | undefined): string {
 export async function proposeStep(ctx: OracleContext, campaignUri: string, options: ProposeOptions) {
   const opts = parseOrThrow(ProposeOptions, options, 'options');
   let campaign = await readCampaign(campaignUri);
-  if (campaign.stopped) throw new ConfigError('campaignUri', campaignUri, `the campaign stopped at round ${campaign.stopped.round} (${campaign.stopped.reason})`);
+  if (campaign.stopped)
+    throw new ConfigError('campaignUri', campaignUri, `the campaign stopped at round ${campaign.stopped.round} (${campaign.stopped.reason})`);
   if (!campaign.pending) {
     const pool = await readPool(campaign.pool.uri);
     const fingerprints = await readFingerprints(campaign.pool.fingerprintsUri, campaign.pool.size, campaign.pool.nBytes);
@@ -143,7 +173,11 @@ export async function proposeStep(ctx: OracleContext, campaignUri: string, optio
   const round = currentRound(campaign);
   if (campaign.pending) {
     const version = oracleVersion(ctx.oracleCodeVersion, opts.xtb);
-    const known = await lookupOracle(ctx.table, version, campaign.pending.items.map((i) => i.smiles));
+    const known = await lookupOracle(
+      ctx.table,
+      version,
+      campaign.pending.items.map((i) => i.smiles),
+    );
     campaign = withKnownResults(campaign, known);
   }
   const written = await writeCampaign(ctx.bucket, ctx.pipeline, campaign);
@@ -167,9 +201,10 @@ export async function proposeStep(ctx: OracleContext, campaignUri: string, optio
       });
     }
     const doc = {
-      caption: round === 0
-        ? `Round 0: a random sample of the pool, measured to set the hit threshold and train the surrogate`
-        : `Round ${round}: the surrogate's picks (exploit, explore) and the random baseline's, side by side`,
+      caption:
+        round === 0
+          ? `Round 0: a random sample of the pool, measured to set the hit threshold and train the surrogate`
+          : `Round ${round}: the surrogate's picks (exploit, explore) and the random baseline's, side by side`,
       columns: [
         { key: 'smiles', label: 'SMILES' },
         { key: 'predicted', label: 'Predicted gap' },
@@ -226,7 +261,10 @@ const FanOutResults = z.array(
  * never measures them again; when a job failed as a whole, the other jobs' results are still
  * cached and the run fails naming the job's error.
  */
-export async function recordStep(ctx: OracleContext, input: { campaignUri: string; outcome: Decision; results: unknown; xtb: XtbSettings; executionId: string }) {
+export async function recordStep(
+  ctx: OracleContext,
+  input: { campaignUri: string; outcome: Decision; results: unknown; xtb: XtbSettings; executionId: string },
+) {
   const campaign = await readCampaign(input.campaignUri);
   const jobs = parseOrThrow(FanOutResults, input.results ?? [], 'results');
   const pending = new Map((campaign.pending?.items ?? []).map((item) => [String(item.index), item]));
@@ -241,7 +279,8 @@ export async function recordStep(ctx: OracleContext, input: { campaignUri: strin
     for (const m of job.value.measurements) {
       const item = pending.get(m.id);
       if (!item) throw new ConfigError(`results[${j}].measurements.id`, m.id, 'is not a pending molecule of this round');
-      if (item.smiles !== m.smiles) throw new ConfigError(`results[${j}].measurements.smiles`, m.smiles, `does not match pending molecule ${m.id} (${item.smiles})`);
+      if (item.smiles !== m.smiles)
+        throw new ConfigError(`results[${j}].measurements.smiles`, m.smiles, `does not match pending molecule ${m.id} (${item.smiles})`);
       const result: OracleResult = {
         ok: m.ok,
         ...(m.gap !== undefined ? { gap: m.gap } : {}),

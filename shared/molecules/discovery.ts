@@ -69,9 +69,7 @@ export type Measurement = z.infer<typeof Measurement>;
 const ArmCounts = z.object({ sample: z.int(), exploit: z.int(), explore: z.int(), random: z.int() }).strict();
 export type ArmCounts = z.infer<typeof ArmCounts>;
 
-const Calibration = z
-  .object({ n: z.int(), mae: z.number().nullable(), spearman: z.number().nullable() })
-  .strict();
+const Calibration = z.object({ n: z.int(), mae: z.number().nullable(), spearman: z.number().nullable() }).strict();
 
 export const DECISIONS = ['approved', 'rejected', 'timedOut', 'nothingToMeasure'] as const;
 export type Decision = (typeof DECISIONS)[number];
@@ -136,8 +134,14 @@ export const Campaign = z
       .optional(),
     measurements: z.array(Measurement),
     rounds: z.array(RoundRecord),
-    pending: z.object({ round: z.int().min(0), items: z.array(PendingItem) }).strict().optional(),
-    stopped: z.object({ reason: z.enum(STOP_REASONS), round: z.int() }).strict().optional(),
+    pending: z
+      .object({ round: z.int().min(0), items: z.array(PendingItem) })
+      .strict()
+      .optional(),
+    stopped: z
+      .object({ reason: z.enum(STOP_REASONS), round: z.int() })
+      .strict()
+      .optional(),
   })
   .strict();
 export type Campaign = z.infer<typeof Campaign>;
@@ -206,8 +210,7 @@ export function proposeRound(campaign: Campaign, fingerprints: readonly Fingerpr
   for (let i = 0; i < campaign.pool.size; i++) if (!measured.has(i)) unmeasured.push(i);
   if (unmeasured.length === 0) return { ...campaign, stopped: { reason: 'poolExhausted', round } };
 
-  const acquisition: Acquisition =
-    settings.acquisition === 'ei' ? { kind: 'ei', incumbent: campaign.threshold.gap } : { kind: 'lcb', beta: 2 };
+  const acquisition: Acquisition = settings.acquisition === 'ei' ? { kind: 'ei', incumbent: campaign.threshold.gap } : { kind: 'lcb', beta: 2 };
   const surrogateSize = Math.min(settings.batchSize, Math.ceil(unmeasured.length / 2));
   const batch = proposeBatch({
     model,
@@ -308,7 +311,10 @@ export function recordRound(campaign: Campaign, decision: Decision, results: Rea
   });
   let threshold = campaign.threshold;
   if (round === 0) {
-    const gaps = added.filter((m) => m.result.ok).map((m) => m.result.gap!).sort((a, b) => a - b);
+    const gaps = added
+      .filter((m) => m.result.ok)
+      .map((m) => m.result.gap!)
+      .sort((a, b) => a - b);
     if (gaps.length < 2) {
       throw new CampaignError(`only ${gaps.length} of the ${added.length} sample molecules were measured successfully: too few to set a hit threshold`);
     }

@@ -406,7 +406,10 @@ function* enumerateCandidates(scaffolds: readonly Fragment[], substituents: read
       for (let j = i + 1; j < sites.length; j++) {
         for (const a of substituents) {
           for (const b of substituents) {
-            yield attach(scaffold.smiles, [{ site: sites[i]!, smiles: a }, { site: sites[j]!, smiles: b }]);
+            yield attach(scaffold.smiles, [
+              { site: sites[i]!, smiles: a },
+              { site: sites[j]!, smiles: b },
+            ]);
           }
         }
       }
@@ -598,7 +601,10 @@ export async function netCharge(smiles: string): Promise<number> {
  * Applies the pool rules to one SMILES: the canonical SMILES when it would enter a pool,
  * otherwise the reason and a detail. For checking a molecule proposed outside the pool.
  */
-export async function checkPoolMolecule(smiles: string, maxHeavyAtoms: number = DEFAULT_MAX_HEAVY_ATOMS): Promise<{ smiles: string } | { reason: SkipReason; detail: string }> {
+export async function checkPoolMolecule(
+  smiles: string,
+  maxHeavyAtoms: number = DEFAULT_MAX_HEAVY_ATOMS,
+): Promise<{ smiles: string } | { reason: SkipReason; detail: string }> {
   checkMaxHeavyAtoms(maxHeavyAtoms);
   await loadRDKit();
   return assessSmiles(smiles, maxHeavyAtoms);

@@ -25,7 +25,14 @@ function gapHistogram(campaign: Campaign): TopLevelSpec {
     width: 560,
     height: 200,
     layer: [
-      { data: { values: sample }, mark: 'bar', encoding: { x: { bin: { maxbins: 30 }, field: 'gap', type: 'quantitative', title: 'gap (eV)' }, y: { aggregate: 'count', type: 'quantitative', title: 'molecules' } } },
+      {
+        data: { values: sample },
+        mark: 'bar',
+        encoding: {
+          x: { bin: { maxbins: 30 }, field: 'gap', type: 'quantitative', title: 'gap (eV)' },
+          y: { aggregate: 'count', type: 'quantitative', title: 'molecules' },
+        },
+      },
       {
         data: { values: [{ threshold: campaign.threshold?.gap ?? 0 }] },
         mark: { type: 'rule', color: '#b42318', strokeDash: [4, 3] },
@@ -92,7 +99,10 @@ export function failureCounts(campaign: Campaign): { reason: string; count: numb
   for (const m of campaign.measurements) {
     if (m.result.ok) continue;
     // Group by the kind of failure, not the atoms named in it.
-    const kind = m.result.reason!.replace(/\(.*$/, '').replace(/\d+(\.\d+)?/g, 'N').trim();
+    const kind = m.result
+      .reason!.replace(/\(.*$/, '')
+      .replace(/\d+(\.\d+)?/g, 'N')
+      .trim();
     counts.set(kind, (counts.get(kind) ?? 0) + 1);
   }
   return [...counts].map(([reason, count]) => ({ reason, count })).sort((a, b) => b.count - a.count);
@@ -103,8 +113,18 @@ export function measurementsCsv(campaign: Campaign): string {
   const quote = (s: string) => (/[",\n]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s);
   const rows = campaign.measurements.map((m) =>
     [
-      m.index, quote(m.smiles), m.arm, m.round, m.result.ok, m.result.gap ?? '', isHit(campaign, m), m.predicted?.mean ?? '', m.predicted?.std ?? '',
-      m.result.cached, m.result.seconds, quote(m.result.reason ?? ''),
+      m.index,
+      quote(m.smiles),
+      m.arm,
+      m.round,
+      m.result.ok,
+      m.result.gap ?? '',
+      isHit(campaign, m),
+      m.predicted?.mean ?? '',
+      m.predicted?.std ?? '',
+      m.result.cached,
+      m.result.seconds,
+      quote(m.result.reason ?? ''),
     ].join(','),
   );
   return ['pool_index,smiles,arm,round,ok,gap_ev,hit,predicted_mean_ev,predicted_std_ev,from_cache,seconds,reason', ...rows].join('\n') + '\n';
@@ -213,10 +233,7 @@ export async function reportStep(ctx: ReportContext, input: { campaignUri: strin
       'text/html; charset=utf-8',
     ),
   ];
-  const files = [
-    { name: 'campaign.json', uri: campaignUri },
-    ...written.map((w) => ({ name: w.Key.slice(prefix.length), uri: w.uri })),
-  ];
+  const files = [{ name: 'campaign.json', uri: campaignUri }, ...written.map((w) => ({ name: w.Key.slice(prefix.length), uri: w.uri }))];
   return {
     files,
     metrics: discoveryMetrics(campaign),

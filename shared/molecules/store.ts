@@ -105,7 +105,13 @@ export function oracleVersion(jobCodeVersion: string, settings: XtbSettings): st
 }
 
 type Known = Omit<OracleResult, 'cached'>;
-const CachedResult = z.object({ ok: z.boolean(), gap: z.number().optional(), reason: z.string().optional(), attempts: z.int().optional(), seconds: z.number() });
+const CachedResult = z.object({
+  ok: z.boolean(),
+  gap: z.number().optional(),
+  reason: z.string().optional(),
+  attempts: z.int().optional(),
+  seconds: z.number(),
+});
 
 /**
  * One BatchGetItem or BatchWriteItem request and its retries: `send` returns what DynamoDB left
@@ -125,14 +131,18 @@ export async function lookupOracle(table: string, version: string, smiles: reado
   const found = new Map<string, Known>();
   const unique = [...new Set(smiles)];
   for (let i = 0; i < unique.length; i += 100) {
-    await untilProcessed<Record<string, unknown>>(unique.slice(i, i + 100).map((s) => oracleKey(version, s)), 'keys', async (keys) => {
-      const out: BatchGetCommandOutput = await dynamoClient().send(new BatchGetCommand({ RequestItems: { [table]: { Keys: keys, ConsistentRead: true } } }));
-      for (const item of out.Responses?.[table] ?? []) {
-        const parsed = CachedResult.safeParse(item);
-        if (parsed.success) found.set(String(item.sk), parsed.data);
-      }
-      return out.UnprocessedKeys?.[table]?.Keys;
-    });
+    await untilProcessed<Record<string, unknown>>(
+      unique.slice(i, i + 100).map((s) => oracleKey(version, s)),
+      'keys',
+      async (keys) => {
+        const out: BatchGetCommandOutput = await dynamoClient().send(new BatchGetCommand({ RequestItems: { [table]: { Keys: keys, ConsistentRead: true } } }));
+        for (const item of out.Responses?.[table] ?? []) {
+          const parsed = CachedResult.safeParse(item);
+          if (parsed.success) found.set(String(item.sk), parsed.data);
+        }
+        return out.UnprocessedKeys?.[table]?.Keys;
+      },
+    );
   }
   return found;
 }

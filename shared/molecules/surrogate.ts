@@ -109,7 +109,10 @@ class TanimotoIndex {
   private readonly sizes: Float64Array;
   private readonly counts: Int32Array;
 
-  constructor(readonly fingerprints: readonly Fingerprint[], readonly nBytes: number) {
+  constructor(
+    readonly fingerprints: readonly Fingerprint[],
+    readonly nBytes: number,
+  ) {
     const nBits = nBytes * 8;
     const n = fingerprints.length;
     this.sizes = new Float64Array(n);
@@ -377,7 +380,7 @@ export class TanimotoGp {
       for (let i = 0; i < n; i++) quadratic += whitened[i]! * whitened[i]!;
       for (const signalScale of signalScales) {
         const s = signalScale * scale;
-        const lml = -0.5 * quadratic / s - 0.5 * n * Math.log(s) - 0.5 * logDet - 0.5 * n * Math.log(2 * Math.PI);
+        const lml = (-0.5 * quadratic) / s - 0.5 * n * Math.log(s) - 0.5 * logDet - 0.5 * n * Math.log(2 * Math.PI);
         // Strictly greater: on a tie the earlier (smaller-noise, smaller-signal) grid point wins.
         if (best === undefined || lml > best.lml) best = { lml, signalVariance: s, noiseRatio: ratio + jitter, factor };
       }
@@ -391,7 +394,10 @@ export class TanimotoGp {
     const parsed = SerializedTanimotoGpSchema.safeParse(json);
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
-      const received = issue.path.reduce<unknown>((at, key) => (at !== null && typeof at === 'object' ? (at as Record<PropertyKey, unknown>)[key] : undefined), json);
+      const received = issue.path.reduce<unknown>(
+        (at, key) => (at !== null && typeof at === 'object' ? (at as Record<PropertyKey, unknown>)[key] : undefined),
+        json,
+      );
       throw new ConfigError(['model', ...issue.path].join('.'), received, issue.message);
     }
     const data = parsed.data;
@@ -407,7 +413,16 @@ export class TanimotoGp {
     const shifted = kernelMatrix(fingerprints, data.nBytes);
     for (let i = 0; i < n; i++) shifted[i * n + i]! += data.noiseRatio;
     const { factor, jitter } = cholesky(shifted, n);
-    return new TanimotoGp(fingerprints, data.targets, data.nBytes, data.signalVariance, data.noiseRatio + jitter, data.mean, factor, data.logMarginalLikelihood);
+    return new TanimotoGp(
+      fingerprints,
+      data.targets,
+      data.nBytes,
+      data.signalVariance,
+      data.noiseRatio + jitter,
+      data.mean,
+      factor,
+      data.logMarginalLikelihood,
+    );
   }
 
   toJSON(): SerializedTanimotoGp {
@@ -572,10 +587,17 @@ export function normalCdf(z: number): number {
 function erfc(x: number): number {
   const z = Math.abs(x);
   const t = 1 / (1 + 0.5 * z);
-  const r = t * Math.exp(
-    -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 +
-      t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))),
-  );
+  const r =
+    t *
+    Math.exp(
+      -z * z -
+        1.26551223 +
+        t *
+          (1.00002368 +
+            t *
+              (0.37409196 +
+                t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))),
+    );
   return x >= 0 ? r : 2 - r;
 }
 
@@ -586,9 +608,7 @@ function erfc(x: number): number {
  *   "how far below the threshold do we expect to get"), minus `xi` (default 0).
  * - `lcb`: score = -(mean - beta * std) (default beta 2), the negated lower confidence bound.
  */
-export type Acquisition =
-  | { readonly kind: 'ei'; readonly incumbent?: number; readonly xi?: number }
-  | { readonly kind: 'lcb'; readonly beta?: number };
+export type Acquisition = { readonly kind: 'ei'; readonly incumbent?: number; readonly xi?: number } | { readonly kind: 'lcb'; readonly beta?: number };
 
 // ---------------------------------------------------------------------------------------------
 // Batch proposal
@@ -737,7 +757,7 @@ export function mae(predicted: readonly number[], actual: readonly number[]): nu
 export function averageRanks(values: readonly number[]): number[] {
   const order = values.map((_, i) => i).sort((a, b) => values[a]! - values[b]! || a - b);
   const ranks = new Array<number>(values.length);
-  for (let start = 0; start < order.length;) {
+  for (let start = 0; start < order.length; ) {
     let end = start + 1;
     while (end < order.length && values[order[end]!] === values[order[start]!]) end++;
     const rank = (start + 1 + end) / 2; // mean of ranks start+1 .. end
@@ -787,14 +807,21 @@ export interface HitEnrichment {
  * Hit enrichment for minimisation: a hit is an actual value below `threshold`; the top k are the k
  * lowest predictions (ties by input order). Enrichment 1 is no better than random.
  */
-export function hitEnrichment(predicted: readonly number[], actual: readonly number[], options: { readonly threshold: number; readonly k: number }): HitEnrichment {
+export function hitEnrichment(
+  predicted: readonly number[],
+  actual: readonly number[],
+  options: { readonly threshold: number; readonly k: number },
+): HitEnrichment {
   requirePairs(predicted, actual);
   const { threshold, k } = options;
   const n = actual.length;
   if (!Number.isSafeInteger(k) || k < 1 || k > n) throw new ConfigError('k', k, `must be an integer in [1, ${n}]`);
   const isHit = actual.map((value) => value < threshold);
   const hits = isHit.filter(Boolean).length;
-  const top = predicted.map((_, i) => i).sort((a, b) => predicted[a]! - predicted[b]! || a - b).slice(0, k);
+  const top = predicted
+    .map((_, i) => i)
+    .sort((a, b) => predicted[a]! - predicted[b]! || a - b)
+    .slice(0, k);
   const hitsInTopK = top.filter((i) => isHit[i]).length;
   const baseRate = hits / n;
   const topKHitRate = hitsInTopK / k;

@@ -35,7 +35,20 @@ export interface StartGeometry {
 }
 
 /** Covalent radii (Angstrom) of the elements the pool uses. */
-const COVALENT_RADIUS: Record<string, number> = { H: 0.31, B: 0.84, C: 0.76, N: 0.71, O: 0.66, F: 0.57, Si: 1.11, P: 1.07, S: 1.05, Cl: 1.02, Br: 1.2, I: 1.39 };
+const COVALENT_RADIUS: Record<string, number> = {
+  H: 0.31,
+  B: 0.84,
+  C: 0.76,
+  N: 0.71,
+  O: 0.66,
+  F: 0.57,
+  Si: 1.11,
+  P: 1.07,
+  S: 1.05,
+  Cl: 1.02,
+  Br: 1.2,
+  I: 1.39,
+};
 /** Two atoms are bonded when closer than this factor times the sum of their covalent radii. */
 const BOND_TOLERANCE = 1.25;
 
@@ -137,13 +150,18 @@ function placeHydrogens(atoms: Atom[], bonds: readonly [number, number][]): void
     if (hs.length === 2 && others.length >= 2) {
       // Between two heavy neighbours: above and below the plane, along the outer bisector.
       hs.forEach((h, k) => {
-place(h, Math.cos((54.75 * Math.PI) / 180), 0, (k === 0 ? 1 : -1) * Math.sin((54.75 * Math.PI) / 180));
-});
+        place(h, Math.cos((54.75 * Math.PI) / 180), 0, (k === 0 ? 1 : -1) * Math.sin((54.75 * Math.PI) / 180));
+      });
       return;
     }
     if (others.length === 0) {
       // No heavy neighbour (methane, water, ammonia): the corners of a tetrahedron.
-      const corners = [[1, 1, 1], [-1, -1, 1], [-1, 1, -1], [1, -1, -1]] as const;
+      const corners = [
+        [1, 1, 1],
+        [-1, -1, 1],
+        [-1, 1, -1],
+        [1, -1, -1],
+      ] as const;
       hs.forEach((h, k) => {
         const [cx, cy, cz] = corners[k % 4]!;
         const atom = atoms[h]!;
@@ -189,7 +207,10 @@ export function bondsFromCoordinates(atoms: readonly Atom[]): [number, number][]
 }
 
 /** The bonds the optimisation made or broke (empty: the molecule is the same). */
-export function bondChanges(expected: readonly [number, number][], found: readonly [number, number][]): { made: [number, number][]; broken: [number, number][] } {
+export function bondChanges(
+  expected: readonly [number, number][],
+  found: readonly [number, number][],
+): { made: [number, number][]; broken: [number, number][] } {
   const key = ([a, b]: readonly [number, number]) => `${a}-${b}`;
   const want = new Set(expected.map(key));
   const have = new Set(found.map(key));

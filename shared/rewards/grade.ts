@@ -134,7 +134,8 @@ export async function gradeSeed(request: GradeRequest): Promise<SeedResult> {
     throw error;
   }
   const log = await readTrainingLog(request.curvesUri);
-  if (bytes.length > MAX_POLICY_BYTES) return { seed, success: null, episodes: 0, failure: `policy refused: ${bytes.length} bytes, over ${MAX_POLICY_BYTES}`, ...log };
+  if (bytes.length > MAX_POLICY_BYTES)
+    return { seed, success: null, episodes: 0, failure: `policy refused: ${bytes.length} bytes, over ${MAX_POLICY_BYTES}`, ...log };
   try {
     const report = gradePolicy(bytes, request.gradeSeeds, { episodesPerSeed: request.episodesPerSeed, excludeSeeds: [seed] });
     return { seed, success: report.successRate, episodes: report.perSeed.reduce((n, s) => n + s.episodes, 0), ...log };

@@ -80,7 +80,11 @@ export function trainItems(
 ): TrainItem[] {
   const t = options.timeoutSeconds;
   if (!Number.isInteger(t) || t < MIN_TRAIN_TIMEOUT_SECONDS || t > MAX_TRAIN_TIMEOUT_SECONDS) {
-    throw new ConfigError('trainTimeoutSeconds', t, `must be an integer from ${MIN_TRAIN_TIMEOUT_SECONDS} (the Batch minimum) to ${MAX_TRAIN_TIMEOUT_SECONDS} (the job definition's timeout)`);
+    throw new ConfigError(
+      'trainTimeoutSeconds',
+      t,
+      `must be an integer from ${MIN_TRAIN_TIMEOUT_SECONDS} (the Batch minimum) to ${MAX_TRAIN_TIMEOUT_SECONDS} (the job definition's timeout)`,
+    );
   }
   const fresh = new Set(options.trainSeeds);
   options.gradeSeeds.forEach((s, i) => {
@@ -123,7 +127,12 @@ export function candidateResults(candidates: readonly ProposedCandidate[], items
     const curves = results.flatMap((r) => (r.curve?.length ? [{ seed: r.seed, points: r.curve }] : []));
     const verdict = verdictOf(seeds);
     return {
-      name: c.name, rationale: c.rationale, source: c.source, sourceSha256: sha256Hex(c.source), origin: c.origin, seeds,
+      name: c.name,
+      rationale: c.rationale,
+      source: c.source,
+      sourceSha256: sha256Hex(c.source),
+      origin: c.origin,
+      seeds,
       ...(verdict ? { verdict } : {}),
       ...(curves.length ? { curves } : {}),
     };
@@ -170,7 +179,10 @@ const FEEDBACK_CURVE_POINTS = 5;
 export function curveText(curves: NonNullable<SearchCandidate['curves']>): string {
   return curves
     .map(({ seed, points }) => {
-      return `seed ${seed}: ${evenlySpaced(points.length, FEEDBACK_CURVE_POINTS).map((i) => points[i]!).map((p) => `step ${p.step} return ${p.envReturn.toFixed(0)} success ${(p.success * 100).toFixed(0)}%`).join('; ')}`;
+      return `seed ${seed}: ${evenlySpaced(points.length, FEEDBACK_CURVE_POINTS)
+        .map((i) => points[i]!)
+        .map((p) => `step ${p.step} return ${p.envReturn.toFixed(0)} success ${(p.success * 100).toFixed(0)}%`)
+        .join('; ')}`;
     })
     .join(' | ');
 }
@@ -184,7 +196,10 @@ export function winnerOf(doc: RewardSearchDoc): SearchCandidate {
 }
 
 /** The final's candidates, in role order: the winner, the environment's reward, the shaped reward. */
-export function finalCandidates(doc: RewardSearchDoc, baselines: { env: ProposedCandidate; shaped: ProposedCandidate }): { role: FinalRole; candidate: ProposedCandidate }[] {
+export function finalCandidates(
+  doc: RewardSearchDoc,
+  baselines: { env: ProposedCandidate; shaped: ProposedCandidate },
+): { role: FinalRole; candidate: ProposedCandidate }[] {
   const winner = winnerOf(doc);
   return [
     { role: 'winner', candidate: { name: winner.name, rationale: winner.rationale, source: winner.source, origin: winner.origin } },
@@ -200,8 +215,17 @@ export function recordFinal(
   items: readonly TrainItem[],
   outcomes: readonly unknown[],
 ): RewardSearchDoc {
-  const results = candidateResults(roles.map((r) => r.candidate), items, outcomes);
-  const entries: FinalEntry[] = roles.map((r, i) => ({ role: r.role, name: r.candidate.name, sourceSha256: results[i]!.sourceSha256, seeds: results[i]!.seeds }));
+  const results = candidateResults(
+    roles.map((r) => r.candidate),
+    items,
+    outcomes,
+  );
+  const entries: FinalEntry[] = roles.map((r, i) => ({
+    role: r.role,
+    name: r.candidate.name,
+    sourceSha256: results[i]!.sourceSha256,
+    seeds: results[i]!.seeds,
+  }));
   const first = items[0];
   if (!first) throw new ConfigError('items', items, 'must not be empty');
   return RewardSearchDoc.parse({ ...doc, final: { gradeSeeds: [...first.gradeSeeds], episodesPerSeed: first.episodesPerSeed, entries } });

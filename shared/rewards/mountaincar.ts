@@ -188,7 +188,10 @@ export function parsePolicy(input: unknown): MountainCarPolicy {
   if (document.activation !== ACTIVATION) {
     throw new PolicyFormatError('activation', `must be "${ACTIVATION}"`, document.activation);
   }
-  for (const [key, expected] of [['obs_offset', OBS_OFFSET], ['obs_scale', OBS_SCALE]] as const) {
+  for (const [key, expected] of [
+    ['obs_offset', OBS_OFFSET],
+    ['obs_scale', OBS_SCALE],
+  ] as const) {
     const got = checkVector(document[key], OBSERVATION_SIZE, key);
     if (got[0] !== expected[0] || got[1] !== expected[1]) {
       throw new PolicyFormatError(key, `must be [${expected.join(', ')}]`, document[key]);
@@ -196,8 +199,7 @@ export function parsePolicy(input: unknown): MountainCarPolicy {
   }
   const layers = document.layers;
   if (!Array.isArray(layers) || layers.length !== LAYER_SHAPES.length) {
-    throw new PolicyFormatError('layers', `must be a list of ${LAYER_SHAPES.length} layers`,
-      Array.isArray(layers) ? `${layers.length} layers` : layers);
+    throw new PolicyFormatError('layers', `must be a list of ${LAYER_SHAPES.length} layers`, Array.isArray(layers) ? `${layers.length} layers` : layers);
   }
   const parsed = LAYER_SHAPES.map(([rows, cols], index): DenseLayer => {
     const field = `layers[${index}]`;
@@ -214,8 +216,8 @@ export function parsePolicy(input: unknown): MountainCarPolicy {
     }
     const weight = new Float64Array(rows * cols);
     weightRows.forEach((row, r) => {
-checkVector(row, cols, `${field}.weight[${r}]`, weight, r * cols);
-});
+      checkVector(row, cols, `${field}.weight[${r}]`, weight, r * cols);
+    });
     const bias = checkVector(layer.bias, rows, `${field}.bias`);
     return { rows, cols, weight, bias };
   });
@@ -328,12 +330,9 @@ export function gradePolicy(policy: unknown, seeds: readonly number[], options: 
   }
   checkSeeds(seeds, options.excludeSeeds ?? []);
   if (seeds.length * episodesPerSeed > MAX_GRADE_EPISODES) {
-    throw new ConfigError('episodesPerSeed', episodesPerSeed,
-      `times ${seeds.length} seeds is more than ${MAX_GRADE_EPISODES} episodes`);
+    throw new ConfigError('episodesPerSeed', episodesPerSeed, `times ${seeds.length} seeds is more than ${MAX_GRADE_EPISODES} episodes`);
   }
-  const checked = typeof policy === 'object' && policy !== null && checkedPolicies.has(policy)
-    ? (policy as MountainCarPolicy)
-    : parsePolicy(policy);
+  const checked = typeof policy === 'object' && policy !== null && checkedPolicies.has(policy) ? (policy as MountainCarPolicy) : parsePolicy(policy);
   const actor = createGreedyActor(checked);
   const perSeed = seeds.map((seed): SeedGrade => {
     const nextStart = createStartStream(seed);

@@ -20,8 +20,7 @@ import { parseOrThrow } from '../schema.ts';
  * secret: it tells whoever reads it what to do, and the Anthropic API rejects it, so a forgotten
  * key fails loudly; resolveApiKey treats it as no key.
  */
-export const ANTHROPIC_KEY_PLACEHOLDER =
-  'UNSET: store the key with aws secretsmanager put-secret-value --secret-id <AnthropicApiKeyArn> --secret-string <key>';
+export const ANTHROPIC_KEY_PLACEHOLDER = 'UNSET: store the key with aws secretsmanager put-secret-value --secret-id <AnthropicApiKeyArn> --secret-string <key>';
 
 /** At most this many characters of Python per candidate: a reward function, not a program. */
 export const MAX_SOURCE_CHARS = 6000;
@@ -81,7 +80,7 @@ function fixedPrompt(task: RewardTask): string {
     '',
     task.description,
     '',
-    'The reward function you write is used to train a PPO policy; the policy is then graded by the task\'s own success rule on',
+    "The reward function you write is used to train a PPO policy; the policy is then graded by the task's own success rule on",
     'fresh seeds it never trained on. Only that grade counts; anything your code prints or writes is ignored by the grader.',
     '',
     'Interface:',
@@ -105,7 +104,13 @@ function historyPrompt(request: ProposeRequest): string {
       '```',
     ].join('\n');
   });
-  return [`Generation ${request.generation}. Earlier candidates, graded on fresh seeds:`, '', ...lines, '', `Propose ${request.candidates} new reward functions.`].join('\n');
+  return [
+    `Generation ${request.generation}. Earlier candidates, graded on fresh seeds:`,
+    '',
+    ...lines,
+    '',
+    `Propose ${request.candidates} new reward functions.`,
+  ].join('\n');
 }
 
 /** The Messages API request: the fixed task block cached, the history after it, structured output. */
@@ -151,7 +156,8 @@ export interface ProposeResult {
 /** Asks the model; the result is checked before it is returned. */
 export async function proposeRewards(client: Anthropic, request: ProposeRequest): Promise<ProposeResult> {
   const message = await client.messages.parse(buildProposeParams(request));
-  if (message.stop_reason === 'max_tokens') throw new ProposalError(`the model ran out of tokens (max_tokens ${request.maxTokens ?? 8000}) before finishing the proposal`);
+  if (message.stop_reason === 'max_tokens')
+    throw new ProposalError(`the model ran out of tokens (max_tokens ${request.maxTokens ?? 8000}) before finishing the proposal`);
   const candidates = checkProposal(message.parsed_output, request);
   return {
     candidates,
@@ -175,7 +181,9 @@ export async function resolveApiKey(env: NodeJS.ProcessEnv, secretArn: string | 
   if (secretArn) {
     const value = ((await secretsClient().send(new GetSecretValueCommand({ SecretId: secretArn }))).SecretString ?? '').trim();
     if (value && value !== ANTHROPIC_KEY_PLACEHOLDER) return value;
-    throw new MissingApiKeyError(`the Anthropic API key secret (${secretArn}) is not set: store the key with aws secretsmanager put-secret-value --secret-id ${secretArn} --secret-string <key>`);
+    throw new MissingApiKeyError(
+      `the Anthropic API key secret (${secretArn}) is not set: store the key with aws secretsmanager put-secret-value --secret-id ${secretArn} --secret-string <key>`,
+    );
   }
   throw new MissingApiKeyError('no Anthropic API key: set ANTHROPIC_API_KEY, or evaluate reward functions from files instead');
 }

@@ -57,7 +57,8 @@ export const SearchGeneration = z
   .superRefine((g, ctx) => {
     const seen = new Set<string>();
     g.candidates.forEach((c, i) => {
-      if (seen.has(c.name)) ctx.addIssue({ code: 'custom', path: ['candidates', i, 'name'], message: `is used by an earlier candidate of generation ${g.generation}` });
+      if (seen.has(c.name))
+        ctx.addIssue({ code: 'custom', path: ['candidates', i, 'name'], message: `is used by an earlier candidate of generation ${g.generation}` });
       seen.add(c.name);
     });
   });
@@ -100,7 +101,11 @@ export const FinalComparison = z
     const first = f.entries[0]!;
     f.entries.forEach((e, i) => {
       if (seedsOf(e) !== seedsOf(first)) {
-        ctx.addIssue({ code: 'custom', path: ['entries', i, 'seeds'], message: `must use the same training seeds as ${first.role} (${seedsOf(first)}), got ${seedsOf(e)}` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['entries', i, 'seeds'],
+          message: `must use the same training seeds as ${first.role} (${seedsOf(first)}), got ${seedsOf(e)}`,
+        });
       }
     });
     const training = new Set(f.entries.flatMap((e) => e.seeds.map((s) => s.seed)));
@@ -202,7 +207,9 @@ const pp = (x: number) => `${(100 * x).toFixed(1)} pp`;
 const round = (x: number, digits = 4) => Number(x.toFixed(digits));
 
 function seedCell(s: SeedResult): string {
-  return s.success === null ? `seed ${s.seed}: <span class="failed">failed (${escapeHtml(s.failure ?? 'no reason recorded')})</span>` : `seed ${s.seed}: ${pct(s.success)}`;
+  return s.success === null
+    ? `seed ${s.seed}: <span class="failed">failed (${escapeHtml(s.failure ?? 'no reason recorded')})</span>`
+    : `seed ${s.seed}: ${pct(s.success)}`;
 }
 
 function trainSecondsOf(c: SearchCandidate): (number | undefined)[] {
@@ -210,7 +217,9 @@ function trainSecondsOf(c: SearchCandidate): (number | undefined)[] {
 }
 
 function meanTrainSeconds(doc: RewardSearchDoc): number | null {
-  const all = allCandidates(doc).flatMap((l) => trainSecondsOf(l.candidate)).filter((x): x is number => x !== undefined);
+  const all = allCandidates(doc)
+    .flatMap((l) => trainSecondsOf(l.candidate))
+    .filter((x): x is number => x !== undefined);
   return all.length ? all.reduce((a, b) => a + b, 0) / all.length : null;
 }
 
@@ -231,13 +240,30 @@ export function seedNoiseSentence(summary: Pick<RewardSearchSummary, 'noise' | '
   );
 }
 
-function errorBarLayers(values: object[], seedValues: object[], x: { field: string; title: string; sort: string[] }, color: { field: string; type: 'nominal' | 'ordinal'; title: string }) {
+function errorBarLayers(
+  values: object[],
+  seedValues: object[],
+  x: { field: string; title: string; sort: string[] },
+  color: { field: string; type: 'nominal' | 'ordinal'; title: string },
+) {
   const xEnc = { field: x.field, type: 'nominal' as const, sort: x.sort, title: x.title, axis: { labelAngle: -40, labelLimit: 180 } };
   const y = { type: 'quantitative' as const, scale: { domain: [0, 1] }, title: 'success rate on fresh seeds' };
   return [
-    { data: { values }, mark: { type: 'rule' as const }, encoding: { x: xEnc, y: { field: 'low', ...y }, y2: { field: 'high' }, color: { field: color.field, type: color.type, title: color.title } } },
-    { data: { values }, mark: { type: 'point' as const, filled: true, size: 70 }, encoding: { x: xEnc, y: { field: 'mean', ...y }, color: { field: color.field, type: color.type, title: color.title } } },
-    { data: { values: seedValues }, mark: { type: 'tick' as const, color: '#777', opacity: 0.7, size: 10 }, encoding: { x: xEnc, y: { field: 'success', ...y } } },
+    {
+      data: { values },
+      mark: { type: 'rule' as const },
+      encoding: { x: xEnc, y: { field: 'low', ...y }, y2: { field: 'high' }, color: { field: color.field, type: color.type, title: color.title } },
+    },
+    {
+      data: { values },
+      mark: { type: 'point' as const, filled: true, size: 70 },
+      encoding: { x: xEnc, y: { field: 'mean', ...y }, color: { field: color.field, type: color.type, title: color.title } },
+    },
+    {
+      data: { values: seedValues },
+      mark: { type: 'tick' as const, color: '#777', opacity: 0.7, size: 10 },
+      encoding: { x: xEnc, y: { field: 'success', ...y } },
+    },
   ];
 }
 
@@ -256,19 +282,35 @@ function generationChart(doc: RewardSearchDoc): TopLevelSpec {
     title: 'Mean success per candidate (bar: ±1 std across seeds; ticks: seeds, a failed seed as 0)',
     width: Math.max(320, Math.min(900, 34 * located.length)),
     height: 240,
-    layer: errorBarLayers(values, seedValues, { field: 'candidate', title: 'candidate (by generation)', sort: located.map(label) }, { field: 'generation', type: 'ordinal', title: 'generation' }),
+    layer: errorBarLayers(
+      values,
+      seedValues,
+      { field: 'candidate', title: 'candidate (by generation)', sort: located.map(label) },
+      { field: 'generation', type: 'ordinal', title: 'generation' },
+    ),
   };
 }
 
 function finalChart(summary: RewardSearchSummary): TopLevelSpec {
   const label = (f: RewardSearchSummary['final'][number]) => `${f.entry.name} (${f.role})`;
-  const values = summary.final.map((f) => ({ entry: label(f), role: f.role, mean: f.ranked.mean, low: clamp01(f.ranked.mean - f.ranked.std), high: clamp01(f.ranked.mean + f.ranked.std) }));
+  const values = summary.final.map((f) => ({
+    entry: label(f),
+    role: f.role,
+    mean: f.ranked.mean,
+    low: clamp01(f.ranked.mean - f.ranked.std),
+    high: clamp01(f.ranked.mean + f.ranked.std),
+  }));
   const seedValues = summary.final.flatMap((f) => f.entry.seeds.map((s) => ({ entry: label(f), success: s.success ?? 0 })));
   return {
     title: 'Final comparison on the same fresh seeds (bar: ±1 std across training seeds)',
     width: 360,
     height: 220,
-    layer: errorBarLayers(values, seedValues, { field: 'entry', title: 'reward', sort: summary.final.map(label) }, { field: 'role', type: 'nominal', title: 'role' }),
+    layer: errorBarLayers(
+      values,
+      seedValues,
+      { field: 'entry', title: 'reward', sort: summary.final.map(label) },
+      { field: 'role', type: 'nominal', title: 'role' },
+    ),
   };
 }
 
@@ -281,7 +323,10 @@ function freshFinalTraining(doc: RewardSearchDoc): boolean {
 function curvesHtml(c: SearchCandidate): string {
   if (!c.curves?.length) return '';
   const rows = c.curves
-    .map((curve) => `<tr><td>${curve.seed}</td><td style="text-align:left">${curve.points.map((p) => `step ${p.step}: return ${p.envReturn.toFixed(1)}, success ${pct(p.success)}`).join('; ')}</td></tr>`)
+    .map(
+      (curve) =>
+        `<tr><td>${curve.seed}</td><td style="text-align:left">${curve.points.map((p) => `step ${p.step}: return ${p.envReturn.toFixed(1)}, success ${pct(p.success)}`).join('; ')}</td></tr>`,
+    )
     .join('');
   return `<table class="curves"><tr><th>seed</th><th>training curve (environment's return, success)</th></tr>${rows}</table>`;
 }
@@ -304,7 +349,7 @@ export async function rewardReportHtml(doc: RewardSearchDoc, config: unknown): P
 
   const finalSection = doc.final
     ? `<h2>Final comparison</h2>
-<p id="final-setup">Each reward retrained from scratch on the same ${doc.final.entries[0]!.seeds.length} training seeds (${doc.final.entries[0]!.seeds.map((s) => s.seed).join(', ')}), ${freshFinalTraining(doc) ? 'none of them a seed the search trained on' : '<strong>some of them seeds the search trained on: the winner\'s lucky runs count again</strong>'};
+<p id="final-setup">Each reward retrained from scratch on the same ${doc.final.entries[0]!.seeds.length} training seeds (${doc.final.entries[0]!.seeds.map((s) => s.seed).join(', ')}), ${freshFinalTraining(doc) ? 'none of them a seed the search trained on' : "<strong>some of them seeds the search trained on: the winner's lucky runs count again</strong>"};
 every policy graded by the environment's success rule on the same ${doc.final.gradeSeeds.length} fresh seeds (${doc.final.gradeSeeds.join(', ')}), ${doc.final.episodesPerSeed} episodes each. A failed seed counts as 0.</p>
 <figure id="final-chart">${finalSvg}</figure>
 <table id="final"><tr><th>role</th><th>reward</th><th>mean success</th><th>std</th><th>std. error</th><th>failed seeds</th><th>per seed</th></tr>
@@ -426,7 +471,12 @@ export function rewardMetrics(doc: RewardSearchDoc): Record<string, number | str
   const shaped = role('shaped-reward');
   const trainSeconds = meanTrainSeconds(doc);
   const tokens = (doc.usage ?? []).reduce(
-    (t, u) => ({ input: t.input + u.inputTokens, output: t.output + u.outputTokens, cacheRead: t.cacheRead + u.cacheReadTokens, cacheWrite: t.cacheWrite + u.cacheWriteTokens }),
+    (t, u) => ({
+      input: t.input + u.inputTokens,
+      output: t.output + u.outputTokens,
+      cacheRead: t.cacheRead + u.cacheReadTokens,
+      cacheWrite: t.cacheWrite + u.cacheWriteTokens,
+    }),
     { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
   );
   return {
@@ -439,13 +489,21 @@ export function rewardMetrics(doc: RewardSearchDoc): Record<string, number | str
     ...(w.final ? { winnerFinalSuccess: round(w.final.mean), winnerFinalStd: round(w.final.std) } : {}),
     ...(env ? { envRewardFinalSuccess: round(env.mean), envRewardFinalStd: round(env.std) } : {}),
     ...(shaped ? { shapedRewardFinalSuccess: round(shaped.mean), shapedRewardFinalStd: round(shaped.std) } : {}),
-    ...(doc.final ? { finalTrainingSeeds: doc.final.entries[0]!.seeds.length, finalGradeSeeds: doc.final.gradeSeeds.length, finalEpisodesPerSeed: doc.final.episodesPerSeed } : {}),
+    ...(doc.final
+      ? {
+          finalTrainingSeeds: doc.final.entries[0]!.seeds.length,
+          finalGradeSeeds: doc.final.gradeSeeds.length,
+          finalEpisodesPerSeed: doc.final.episodesPerSeed,
+        }
+      : {}),
     generations: doc.generations.length,
     candidates: located.length,
     trainedSeeds: located.reduce((n, l) => n + l.candidate.seeds.length, 0),
     failedSeeds: located.reduce((n, l) => n + l.candidate.seeds.filter((s) => s.success === null).length, 0),
     candidatesWithVerdict: located.filter((l) => l.candidate.verdict !== undefined).length,
-    ...(summary.noise.medianStd !== null ? { seedNoiseStd: round(summary.noise.medianStd), distinguishableDifference: round(summary.noise.distinguishableDifference!) } : {}),
+    ...(summary.noise.medianStd !== null
+      ? { seedNoiseStd: round(summary.noise.medianStd), distinguishableDifference: round(summary.noise.distinguishableDifference!) }
+      : {}),
     ...(trainSeconds !== null ? { meanTrainSeconds: round(trainSeconds, 1) } : {}),
     ...(doc.usage?.length
       ? { inputTokens: tokens.input, outputTokens: tokens.output, cacheReadTokens: tokens.cacheRead, cacheWriteTokens: tokens.cacheWrite }

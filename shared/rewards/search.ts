@@ -119,7 +119,14 @@ export function rank(candidates: readonly CandidateResult[]): Ranked[] {
   if (!candidates.length) throw new ConfigError('candidates', candidates, 'must not be empty');
   return candidates
     .map(summarize)
-    .sort((a, b) => beyondTie(a.mean, b.mean) || a.failedSeeds - b.failedSeeds || beyondTie(b.std, a.std) || a.generation - b.generation || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    .sort(
+      (a, b) =>
+        beyondTie(a.mean, b.mean) ||
+        a.failedSeeds - b.failedSeeds ||
+        beyondTie(b.std, a.std) ||
+        a.generation - b.generation ||
+        (a.name < b.name ? -1 : a.name > b.name ? 1 : 0),
+    );
 }
 
 /**
@@ -127,7 +134,11 @@ export function rank(candidates: readonly CandidateResult[]): Ranked[] {
  * with at least two graded seeds, and the smallest difference in mean success two candidates need
  * before it exceeds twice the standard error of their difference (at the median spread).
  */
-export function seedNoise(candidates: readonly CandidateResult[]): { medianStd: number | null; seedsPerCandidate: number | null; distinguishableDifference: number | null } {
+export function seedNoise(candidates: readonly CandidateResult[]): {
+  medianStd: number | null;
+  seedsPerCandidate: number | null;
+  distinguishableDifference: number | null;
+} {
   const ranked = candidates.map(summarize).filter((r) => r.seeds >= 2);
   if (!ranked.length) return { medianStd: null, seedsPerCandidate: null, distinguishableDifference: null };
   const stds = ranked.map((r) => r.std).sort((a, b) => a - b);

@@ -9,8 +9,17 @@ import { ConfigError } from '../errors.ts';
 import { parseOrThrow } from '../schema.ts';
 import { readContentAddressed, writeContentAddressed, writeFile } from '../documents.ts';
 import {
-  candidateResults, MAX_TRAIN_TIMEOUT_SECONDS, feedbackFrom, finalCandidates, MOUNTAINCAR_TASK, recordFinal, recordGeneration, trainItems, winnerOf,
-  type ProposedCandidate, type TrainItem,
+  candidateResults,
+  MAX_TRAIN_TIMEOUT_SECONDS,
+  feedbackFrom,
+  finalCandidates,
+  MOUNTAINCAR_TASK,
+  recordFinal,
+  recordGeneration,
+  trainItems,
+  winnerOf,
+  type ProposedCandidate,
+  type TrainItem,
 } from './loop.ts';
 import { anthropicClient, proposeRewards, resolveApiKey } from './propose.ts';
 import { RewardSearchDoc, rewardMetrics, rewardReportHtml } from './report.ts';
@@ -47,7 +56,13 @@ async function writeSearch(ctx: StoreContext, doc: RewardSearchDoc): Promise<str
 }
 
 const itemsFor = (candidates: readonly ProposedCandidate[], config: LoopConfig, seeds: { train: readonly number[]; grade: readonly number[] }) =>
-  trainItems(candidates, { trainSeeds: seeds.train, gradeSeeds: seeds.grade, episodesPerSeed: config.episodesPerSeed, train: config.train, timeoutSeconds: config.trainTimeoutSeconds });
+  trainItems(candidates, {
+    trainSeeds: seeds.train,
+    gradeSeeds: seeds.grade,
+    episodesPerSeed: config.episodesPerSeed,
+    train: config.train,
+    timeoutSeconds: config.trainTimeoutSeconds,
+  });
 
 export const ProposeRequest = z.object({ generation: z.int().min(1), searchUri: z.string().nullable(), config: z.unknown() }).strict();
 export type ProposeRequest = z.infer<typeof ProposeRequest>;
@@ -66,16 +81,28 @@ export async function proposeStep(request: ProposeRequest, config: LoopConfig, e
     candidates = result.candidates.map((c) => ({ ...c, origin: 'claude' as const }));
     usage = { generation, ...result.usage };
   }
-  return { phase: 'search', generation, candidates, items: itemsFor(candidates, config, { train: config.trainSeeds, grade: config.gradeSeeds }), ...(usage ? { usage } : {}) };
+  return {
+    phase: 'search',
+    generation,
+    candidates,
+    items: itemsFor(candidates, config, { train: config.trainSeeds, grade: config.gradeSeeds }),
+    ...(usage ? { usage } : {}),
+  };
 }
 
-const Proposal = z.object({
-  candidates: z.array(z.object({ name: z.string(), rationale: z.string(), source: z.string(), origin: z.enum(['claude', 'file', 'baseline']) })),
-  items: z.array(z.unknown()),
-  usage: z.object({ generation: z.int(), inputTokens: z.number(), outputTokens: z.number(), cacheReadTokens: z.number(), cacheWriteTokens: z.number() }).optional(),
-}).loose();
+const Proposal = z
+  .object({
+    candidates: z.array(z.object({ name: z.string(), rationale: z.string(), source: z.string(), origin: z.enum(['claude', 'file', 'baseline']) })),
+    items: z.array(z.unknown()),
+    usage: z
+      .object({ generation: z.int(), inputTokens: z.number(), outputTokens: z.number(), cacheReadTokens: z.number(), cacheWriteTokens: z.number() })
+      .optional(),
+  })
+  .loose();
 
-export const RecordRequest = z.object({ generation: z.int(), searchUri: z.string().nullable(), proposal: Proposal, results: z.array(z.unknown()), config: z.unknown() }).strict();
+export const RecordRequest = z
+  .object({ generation: z.int(), searchUri: z.string().nullable(), proposal: Proposal, results: z.array(z.unknown()), config: z.unknown() })
+  .strict();
 export type RecordRequest = z.infer<typeof RecordRequest>;
 
 /** Step 3 of a generation: its seed results into the search document. */
@@ -98,12 +125,32 @@ export async function finalPlanStep(req: FinalPlanRequest, config: LoopConfig) {
   const doc = await readSearch(req.searchUri);
   const roles = finalCandidates(doc, {
     env: { name: 'env-reward', rationale: "the environment's own reward: -1 per step", source: req.baselines.env, origin: 'baseline' },
-    shaped: { name: 'shaped-reward', rationale: 'a person-written shaped reward: energy gained, and a bonus at the goal', source: req.baselines.shaped, origin: 'baseline' },
+    shaped: {
+      name: 'shaped-reward',
+      rationale: 'a person-written shaped reward: energy gained, and a bonus at the goal',
+      source: req.baselines.shaped,
+      origin: 'baseline',
+    },
   });
-  return { phase: 'final', roles: roles.map((r) => r.role), candidates: roles.map((r) => r.candidate), items: itemsFor(roles.map((r) => r.candidate), config, { train: config.finalTrainSeeds, grade: config.finalSeeds }) };
+  return {
+    phase: 'final',
+    roles: roles.map((r) => r.role),
+    candidates: roles.map((r) => r.candidate),
+    items: itemsFor(
+      roles.map((r) => r.candidate),
+      config,
+      { train: config.finalTrainSeeds, grade: config.finalSeeds },
+    ),
+  };
 }
 
-export const FinalRecordRequest = z.object({ searchUri: z.string(), proposal: Proposal.extend({ roles: z.array(z.enum(['winner', 'env-reward', 'shaped-reward'])) }), results: z.array(z.unknown()) }).strict();
+export const FinalRecordRequest = z
+  .object({
+    searchUri: z.string(),
+    proposal: Proposal.extend({ roles: z.array(z.enum(['winner', 'env-reward', 'shaped-reward'])) }),
+    results: z.array(z.unknown()),
+  })
+  .strict();
 export type FinalRecordRequest = z.infer<typeof FinalRecordRequest>;
 
 /** The final's record: the graded seeds of the winner and both baselines into the search document. */

@@ -224,7 +224,10 @@ export interface ArenaPageConfig {
 
 /** A JSON data block's text: `<` escaped, so no value can close the element or open a comment. */
 function jsonForHtml(value: unknown): string {
-  return JSON.stringify(value).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
+  return JSON.stringify(value)
+    .replace(/</g, '\\u003c')
+    .replace(/\u2028/g, '\\u2028')
+    .replace(/\u2029/g, '\\u2029');
 }
 
 function contentSecurityPolicy(signIn: ArenaSignIn): string {

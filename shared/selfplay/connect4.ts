@@ -38,15 +38,7 @@ const LINE_DR = [0, 1, 1] as const;
 const LINE_DC = [1, 1, -1] as const;
 
 /** Pieces of `piece` in a straight run from (row, col), exclusive, stepping (dr, dc). */
-function runLength(
-  cells: Int8Array,
-  base: number,
-  row: number,
-  col: number,
-  dr: number,
-  dc: number,
-  piece: number,
-): number {
+function runLength(cells: Int8Array, base: number, row: number, col: number, dr: number, dc: number, piece: number): number {
   let count = 0;
   let r = row + dr;
   let c = col + dc;

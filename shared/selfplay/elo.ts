@@ -251,9 +251,7 @@ function prepareLeague(input: EloInput): League {
     }
     if (match.winsA + match.winsB + match.draws === 0) return;
     oriented.push(
-      a < b
-        ? { a, b, winsA: match.winsA, winsB: match.winsB, draws: match.draws }
-        : { a: b, b: a, winsA: match.winsB, winsB: match.winsA, draws: match.draws },
+      a < b ? { a, b, winsA: match.winsA, winsB: match.winsB, draws: match.draws } : { a: b, b: a, winsA: match.winsB, winsB: match.winsA, draws: match.draws },
     );
   });
   oriented.sort((x, y) => x.a - y.a || x.b - y.b || x.winsA - y.winsA || x.winsB - y.winsB || x.draws - y.draws);
@@ -288,13 +286,7 @@ function prepareLeague(input: EloInput): League {
 }
 
 /** Players not reachable from `start` along the edges a -> b (and b -> a) that `usable` allows. */
-function unreachable(
-  players: number,
-  start: number,
-  a: Int32Array,
-  b: Int32Array,
-  usable: (match: number, fromA: boolean) => boolean,
-): number[] {
+function unreachable(players: number, start: number, a: Int32Array, b: Int32Array, usable: (match: number, fromA: boolean) => boolean): number[] {
   const adjacency: { to: number; match: number; fromA: boolean }[][] = Array.from({ length: players }, () => []);
   for (let m = 0; m < a.length; m++) {
     adjacency[a[m]].push({ to: b[m], match: m, fromA: true });
@@ -492,4 +484,3 @@ function solveSymmetricPositive(h: Float64Array, g: Float64Array, x: Float64Arra
     x[i] = value / h[i * k + i];
   }
 }
-

@@ -13,15 +13,7 @@
  */
 import { z } from 'zod';
 import { ConfigError } from '../errors.ts';
-import {
-  BOT_PLAYERS,
-  LeaguePlayer,
-  MatchRequest,
-  MatchResult,
-  matchRequests,
-  rateLeague,
-  type LeagueRating,
-} from './league.ts';
+import { BOT_PLAYERS, LeaguePlayer, MatchRequest, MatchResult, matchRequests, rateLeague, type LeagueRating } from './league.ts';
 import { SELECTION_MODES } from './match.ts';
 import { parseOrThrow } from '../schema.ts';
 

@@ -104,8 +104,20 @@ function eloChart(doc: LeagueDoc): TopLevelSpec {
     width: 520,
     height: 260,
     layer: [
-      { data: { values }, mark: { type: 'rule' }, encoding: { x: { field: 'generation', type: 'ordinal' }, y: { field: 'low', type: 'quantitative', title: 'Elo (random bot = 0)' }, y2: { field: 'high' } } },
-      { data: { values }, mark: { type: 'line', point: true }, encoding: { x: { field: 'generation', type: 'ordinal', title: 'generation' }, y: { field: 'elo', type: 'quantitative' } } },
+      {
+        data: { values },
+        mark: { type: 'rule' },
+        encoding: {
+          x: { field: 'generation', type: 'ordinal' },
+          y: { field: 'low', type: 'quantitative', title: 'Elo (random bot = 0)' },
+          y2: { field: 'high' },
+        },
+      },
+      {
+        data: { values },
+        mark: { type: 'line', point: true },
+        encoding: { x: { field: 'generation', type: 'ordinal', title: 'generation' }, y: { field: 'elo', type: 'quantitative' } },
+      },
       ...(tactical
         ? [
             {
@@ -120,9 +132,9 @@ function eloChart(doc: LeagueDoc): TopLevelSpec {
 }
 
 function heatMapChart(h2h: HeadToHead): TopLevelSpec {
-  const values = h2h.players.flatMap((row, i) =>
-    h2h.players.map((col, j) => ({ player: row, opponent: col, score: h2h.score[i]![j], games: h2h.games[i]![j] })),
-  ).filter((v) => v.score !== null);
+  const values = h2h.players
+    .flatMap((row, i) => h2h.players.map((col, j) => ({ player: row, opponent: col, score: h2h.score[i]![j], games: h2h.games[i]![j] })))
+    .filter((v) => v.score !== null);
   const size = Math.max(160, Math.min(560, 28 * h2h.players.length));
   return {
     title: 'Head to head: score of the row player against the column player',
@@ -185,7 +197,10 @@ export async function leagueReportHtml(doc: LeagueDoc, config: unknown): Promise
   const h2h = leagueHeadToHead(doc);
   const [elo, heat, training] = await Promise.all([svgOf(eloChart(doc)), svgOf(heatMapChart(h2h)), svgOf(trainingChart(doc))]);
   const rows = eloTable(doc)
-    .map((r) => `<tr><td>${escapeHtml(r.id)}</td><td>${r.kind}</td><td>${r.generation ?? ''}</td><td>${r.elo.toFixed(0)}</td><td>${r.low.toFixed(0)} to ${r.high.toFixed(0)}</td><td>${r.games}</td></tr>`)
+    .map(
+      (r) =>
+        `<tr><td>${escapeHtml(r.id)}</td><td>${r.kind}</td><td>${r.generation ?? ''}</td><td>${r.elo.toFixed(0)}</td><td>${r.low.toFixed(0)} to ${r.high.toFixed(0)}</td><td>${r.games}</td></tr>`,
+    )
     .join('\n');
   const generations = doc.generations
     .map((g) => {
@@ -233,7 +248,10 @@ ${failures}
  * and the config, and listed for the publish step. The champion's ONNX is listed where training
  * wrote it; publishing copies it into the artifact.
  */
-export async function writeLeagueReport(store: { readonly bucket: string; readonly pipeline: string }, input: { leagueUri: string; config: Record<string, unknown> }) {
+export async function writeLeagueReport(
+  store: { readonly bucket: string; readonly pipeline: string },
+  input: { leagueUri: string; config: Record<string, unknown> },
+) {
   const { leagueUri, config } = input;
   const doc = await readLeague(leagueUri);
   const summary = championSummary(doc);
@@ -242,7 +260,11 @@ export async function writeLeagueReport(store: { readonly bucket: string; readon
   const written = [
     await put('elo.json', JSON.stringify(eloTable(doc), null, 2), 'application/json'),
     await put('head-to-head.json', JSON.stringify(leagueHeadToHead(doc), null, 2), 'application/json'),
-    await put('config.json', JSON.stringify({ config, champion: summary.champion, training: doc.generations.find((g) => g.player === summary.champion.id)?.train.groups }, null, 2), 'application/json'),
+    await put(
+      'config.json',
+      JSON.stringify({ config, champion: summary.champion, training: doc.generations.find((g) => g.player === summary.champion.id)?.train.groups }, null, 2),
+      'application/json',
+    ),
     await put('report.html', await leagueReportHtml(doc, config), 'text/html; charset=utf-8'),
   ];
   const files = [

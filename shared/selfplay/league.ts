@@ -40,13 +40,20 @@ export const LeaguePlayer = z
     id: z.string().regex(PLAYER_ID, 'must be 1-64 characters: letters, digits, ".", "_" or "-", starting with a letter or digit'),
     kind: z.enum(PLAYER_KINDS),
     generation: z.int().min(0).optional(),
-    onnxUri: z.string().regex(/^s3:\/\/[^/]+\/.+$/, 'must be s3://bucket/key').optional(),
+    onnxUri: z
+      .string()
+      .regex(/^s3:\/\/[^/]+\/.+$/, 'must be s3://bucket/key')
+      .optional(),
     /** A snapshot's weights for the trainer (policy.save_checkpoint's format), when it can be trained against. */
-    stateDictUri: z.string().regex(/^s3:\/\/[^/]+\/.+$/, 'must be s3://bucket/key').optional(),
+    stateDictUri: z
+      .string()
+      .regex(/^s3:\/\/[^/]+\/.+$/, 'must be s3://bucket/key')
+      .optional(),
   })
   .superRefine((player, ctx) => {
     if (player.kind === 'snapshot') {
-      if (player.onnxUri === undefined) ctx.addIssue({ code: 'custom', path: ['onnxUri'], message: 'a snapshot needs onnxUri (s3://bucket/key of its ONNX policy)' });
+      if (player.onnxUri === undefined)
+        ctx.addIssue({ code: 'custom', path: ['onnxUri'], message: 'a snapshot needs onnxUri (s3://bucket/key of its ONNX policy)' });
       if (player.generation === undefined) ctx.addIssue({ code: 'custom', path: ['generation'], message: 'a snapshot needs its generation (an integer >= 0)' });
       if ((BOT_KINDS as readonly string[]).includes(player.id)) {
         ctx.addIssue({ code: 'custom', path: ['id'], message: 'is reserved for a built-in bot' });
@@ -241,7 +248,12 @@ export interface LeagueEloInput {
 export function toEloInput(players: readonly LeaguePlayer[], matchResults: readonly MatchResult[]): LeagueEloInput {
   checkUniqueIds(players, 'players');
   const known = new Set(players.map((p) => p.id));
-  if (!known.has(ANCHOR_ID)) throw new ConfigError('players', players.map((p) => p.id), `must include the "${ANCHOR_ID}" bot, the Elo anchor`);
+  if (!known.has(ANCHOR_ID))
+    throw new ConfigError(
+      'players',
+      players.map((p) => p.id),
+      `must include the "${ANCHOR_ID}" bot, the Elo anchor`,
+    );
   const played = new Set<string>();
   const matches: EloMatch[] = matchResults.map((m, i) => {
     if (!known.has(m.a)) throw new ConfigError(`matches[${i}].a`, m.a, 'unknown player id (not in players)');
@@ -269,11 +281,7 @@ function rankedSnapshots(ratings: readonly Pick<PlayerRating, 'id' | 'elo'>[], p
  * them), then the top `k` rated snapshots by Elo, best first (all of them when there are fewer).
  * Ties: the later generation first, then the id. Unrated snapshots are skipped.
  */
-export function chooseOpponents(
-  ratings: readonly Pick<PlayerRating, 'id' | 'elo'>[],
-  players: readonly LeaguePlayer[],
-  k = 3,
-): LeaguePlayer[] {
+export function chooseOpponents(ratings: readonly Pick<PlayerRating, 'id' | 'elo'>[], players: readonly LeaguePlayer[], k = 3): LeaguePlayer[] {
   if (!Number.isSafeInteger(k) || k < 0) throw new ConfigError('k', k, 'must be an integer >= 0');
   checkUniqueIds(players, 'players');
   return [...BOT_PLAYERS, ...rankedSnapshots(ratings, players).slice(0, k)];
@@ -302,11 +310,7 @@ export interface LeagueRating {
 }
 
 /** Steps 2c and 2d: the joint Elo fit of every match so far, then the next opponents and the champion. */
-export function rateLeague(
-  players: readonly LeaguePlayer[],
-  matchResults: readonly MatchResult[],
-  options: RateLeagueOptions = {},
-): LeagueRating {
+export function rateLeague(players: readonly LeaguePlayer[], matchResults: readonly MatchResult[], options: RateLeagueOptions = {}): LeagueRating {
   const { input, unrated } = toEloInput(players, matchResults);
   const fit = fitElo(input, { bootstrapSamples: options.bootstrapSamples ?? 200, seed: options.seed ?? 1 });
   return {

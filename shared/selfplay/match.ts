@@ -69,13 +69,7 @@ export interface MoveContext {
  */
 export interface Policy {
   readonly name: string;
-  act(
-    observations: Float32Array,
-    legal: Uint8Array,
-    count: number,
-    out: Int32Array,
-    context: MoveContext,
-  ): Promise<void> | void;
+  act(observations: Float32Array, legal: Uint8Array, count: number, out: Int32Array, context: MoveContext): Promise<void> | void;
 }
 
 /** A built-in bot (shared/selfplay/bots.ts) as a Policy: it reads the boards from the context, not the observations. */
@@ -247,13 +241,7 @@ function randomLegalColumn(batch: GameBatch, i: number, random: Random): number 
  * every answer legal (module comment). Leaves the columns to play in buffers.out and, per row,
  * whether the policy's proposal was illegal in buffers.masked (1 = illegal, replaced).
  */
-async function decide(
-  policy: Policy,
-  batch: GameBatch,
-  buffers: TurnBuffers,
-  count: number,
-  context: MoveContext,
-): Promise<void> {
+async function decide(policy: Policy, batch: GameBatch, buffers: TurnBuffers, count: number, context: MoveContext): Promise<void> {
   for (let k = 0; k < count; k++) {
     const i = buffers.games[k];
     batch.encodeObservation(i, buffers.observations, k * OBSERVATION_SIZE);
@@ -327,8 +315,8 @@ export async function playMatch(options: MatchOptions): Promise<MatchResult> {
   const batch = new GameBatch(games);
   const aFirst = new Uint8Array(games);
   seatPlan(games, 1).forEach((seat, i) => {
-(aFirst[i] = seat.learnerFirst ? 1 : 0);
-});
+    aFirst[i] = seat.learnerFirst ? 1 : 0;
+  });
   const master = seededRandom(seed);
   const randomA = seededRandom(childSeed(master));
   const randomB = seededRandom(childSeed(master));

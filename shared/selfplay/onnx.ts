@@ -162,13 +162,7 @@ class OnnxSessionPolicy implements OnnxPolicy {
     return tensor;
   }
 
-  async act(
-    observations: Float32Array,
-    legal: Uint8Array,
-    count: number,
-    out: Int32Array,
-    context: MoveContext,
-  ): Promise<void> {
+  async act(observations: Float32Array, legal: Uint8Array, count: number, out: Int32Array, context: MoveContext): Promise<void> {
     if (count === 0) return;
     const result = await this.session.run({ [this.inputName]: this.inputTensor(observations, count) });
     const logits = result[this.outputName].data;

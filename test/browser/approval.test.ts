@@ -20,14 +20,30 @@ import { canonicalJson, sha256Hex } from '#shared/json.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';
 import { approvalKey, artifactVersionKey } from '#shared/table.ts';
 import {
-  approvalLinkIn, captureOutput, logLines, nextEmail, probeInput, readEml, startTestRuntime, stopTestRuntime, waitFor, within,
-  type OutputCapture, type ParsedEmail,
+  approvalLinkIn,
+  captureOutput,
+  logLines,
+  nextEmail,
+  probeInput,
+  readEml,
+  startTestRuntime,
+  stopTestRuntime,
+  waitFor,
+  within,
+  type OutputCapture,
+  type ParsedEmail,
 } from '../support/runtime.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const CHROMIUM_ARGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
 ];
 const GATE = 'approve: Wait for approval';
 /** A task token as the runtime mints them (a placeholder is not a token). */
@@ -92,10 +108,7 @@ function finished(run: Waiting) {
 
 /** Clicks a decision button and returns the response to the form's POST. */
 async function clickDecision(page: Page, button: '#approve' | '#reject'): Promise<PageResponse> {
-  const [response] = await Promise.all([
-    page.waitForResponse((r) => r.request().method() === 'POST' && r.url().includes('/approvals/')),
-    page.click(button),
-  ]);
+  const [response] = await Promise.all([page.waitForResponse((r) => r.request().method() === 'POST' && r.url().includes('/approvals/')), page.click(button)]);
   await page.waitForLoadState('load');
   return response;
 }
@@ -140,9 +153,9 @@ describe('approval page in a browser', () => {
       assert.equal(await page.locator('h1').textContent(), 'Publish the probe summary');
       assert.equal(await page.locator('#pipeline').textContent(), 'probe');
       assert.equal(await page.locator('#state').textContent(), 'PENDING');
-      const details = await page.locator('table.details tr').evaluateAll((rows) =>
-        Object.fromEntries(rows.map((row) => [row.querySelector('th')?.textContent, row.querySelector('td')?.textContent])),
-      );
+      const details = await page
+        .locator('table.details tr')
+        .evaluateAll((rows) => Object.fromEntries(rows.map((row) => [row.querySelector('th')?.textContent, row.querySelector('td')?.textContent])));
       assert.deepEqual(details, { count: '3', total: '14' });
 
       await page.fill('#comment-input', 'numbers look right');
@@ -337,7 +350,7 @@ describe('approval page in a browser', () => {
       }
     }
     seen.output = output.text();
-    assert.ok(logged('approval requested'), 'the handlers\' log lines were captured');
+    assert.ok(logged('approval requested'), "the handlers' log lines were captured");
 
     for (const [where, text] of Object.entries(seen)) {
       assert.ok(!text.includes(token), `the task token appears in ${where}`);
@@ -398,10 +411,16 @@ describe('approval page with a batch of items', () => {
     const item = await approvalItem(run.id);
     assert.equal(item.itemsUri, itemsUri);
     assert.equal('items' in item, false, 'the table item holds the URI, not the items');
-    assert.equal(item.digest, approvalDigest({
-      pipeline: 'probe', title: 'Publish the probe summary', details: item.details as Record<string, number>,
-      itemsUri, itemsSha256: String(item.itemsSha256),
-    }));
+    assert.equal(
+      item.digest,
+      approvalDigest({
+        pipeline: 'probe',
+        title: 'Publish the probe summary',
+        details: item.details as Record<string, number>,
+        itemsUri,
+        itemsSha256: String(item.itemsSha256),
+      }),
+    );
 
     const page = await browser.newPage();
     const dialogs: string[] = [];
@@ -441,7 +460,10 @@ describe('approval page with a batch of items', () => {
       assert.equal(await page.locator('svg, script, b').count(), 0);
       await page.waitForLoadState('networkidle');
       assert.deepEqual(dialogs, []);
-      assert.deepEqual(requests.filter((url) => !url.startsWith(rt.approvalApiUrl) && !url.startsWith('data:')), []);
+      assert.deepEqual(
+        requests.filter((url) => !url.startsWith(rt.approvalApiUrl) && !url.startsWith('data:')),
+        [],
+      );
       assert.deepEqual(cspReports, [], 'the data: images are allowed by the page CSP');
 
       const decided = await clickDecision(page, '#approve');
@@ -476,4 +498,3 @@ describe('approval page with a batch of items', () => {
     assert.equal(record.error, 'ApprovalRejected');
   });
 });
-

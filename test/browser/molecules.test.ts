@@ -17,8 +17,14 @@ import { approvalLinkIn, nextEmailOrEnd, readEml, startTestRuntime, stopTestRunt
 
 const CHROMIUM = '/usr/bin/chromium';
 const CHROMIUM_ARGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
 ];
 
 interface RoundSeen {
@@ -52,12 +58,12 @@ describe('molecular discovery smoke run, approved from the inbox in Chromium', (
       const page = await browser.newPage();
       try {
         await page.goto(link);
-        const pageSmiles = await page.locator('#items tr[data-item-index]').evaluateAll((rows) =>
-          rows.map((row) => (row.querySelector('td[data-column="smiles"]')?.textContent ?? '').trim()),
-        );
-        const drawings = await page.locator('#items tr[data-item-index] img').evaluateAll((imgs) =>
-          imgs.filter((img) => (img as HTMLImageElement).complete && (img as HTMLImageElement).naturalWidth > 0).length,
-        );
+        const pageSmiles = await page
+          .locator('#items tr[data-item-index]')
+          .evaluateAll((rows) => rows.map((row) => (row.querySelector('td[data-column="smiles"]')?.textContent ?? '').trim()));
+        const drawings = await page
+          .locator('#items tr[data-item-index] img')
+          .evaluateAll((imgs) => imgs.filter((img) => (img as HTMLImageElement).complete && (img as HTMLImageElement).naturalWidth > 0).length);
         const emailSmiles = [...email.text.matchAll(/^\s*\d+\.\s+SMILES:\s+(\S+)/gm)].map((m) => m[1]!);
         const seen: RoundSeen = { email, emailSmiles, pageSmiles, drawings, jobsBefore: rt.counters().batchJobs, clicked: false };
         rounds.push(seen);
@@ -82,9 +88,15 @@ describe('molecular discovery smoke run, approved from the inbox in Chromium', (
   it('ran the loop: every round approved by a click, the last one timed out, everything kept', async () => {
     assert.equal(record.status, 'SUCCEEDED', `${record.error}: ${record.cause}`);
     assert.equal(rounds.length, config.rounds + 1);
-    assert.deepEqual(rounds.map((r) => r.clicked), [true, true, true, false]);
+    assert.deepEqual(
+      rounds.map((r) => r.clicked),
+      [true, true, true, false],
+    );
     const campaign = await readCampaign((record.output as { campaignUri: string }).campaignUri);
-    assert.deepEqual(campaign.rounds.map((r) => r.decision), ['approved', 'approved', 'approved', 'timedOut']);
+    assert.deepEqual(
+      campaign.rounds.map((r) => r.decision),
+      ['approved', 'approved', 'approved', 'timedOut'],
+    );
     assert.deepEqual(campaign.stopped, { reason: 'timedOut', round: 3 });
     const s = campaignSummary(campaign);
     assert.equal(campaign.measurements.length, config.sampleSize + 2 * (config.rounds - 1) * config.batchSize);

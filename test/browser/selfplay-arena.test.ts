@@ -30,8 +30,14 @@ import { captureOutput, logLines, startTestRuntime, stopTestRuntime, waitFor, ty
 
 const CHROMIUM = '/usr/bin/chromium';
 const CHROMIUM_ARGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
 ];
 const TEST_TIMEOUT_MS = 60_000;
 const python = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
@@ -86,10 +92,7 @@ async function shownMoves(page: Page): Promise<number[]> {
 
 /** Clicks a column and waits for the champion's answer to arrive and show. */
 async function dropInto(page: Page, column: number): Promise<number> {
-  const [response] = await Promise.all([
-    page.waitForResponse((r) => r.request().method() === 'POST' && r.url() === moveUrl),
-    page.click(`#drop-${column}`),
-  ]);
+  const [response] = await Promise.all([page.waitForResponse((r) => r.request().method() === 'POST' && r.url() === moveUrl), page.click(`#drop-${column}`)]);
   await settled(page);
   return response.status();
 }
@@ -104,7 +107,10 @@ const post = (body: unknown, token?: string) =>
 before(async () => {
   assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: install Debian's chromium package`);
   policies = mkdtempSync(join(tmpdir(), 'arena-browser-'));
-  const made = spawnSync(python, [join(REPO_ROOT, 'test/fixtures/connect4/make_policy.py'), policies], { encoding: 'utf8', env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
+  const made = spawnSync(python, [join(REPO_ROOT, 'test/fixtures/connect4/make_policy.py'), policies], {
+    encoding: 'utf8',
+    env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' },
+  });
   assert.equal(made.status, 0, `make_policy.py failed (needs numpy and python3-onnx):\n${made.stdout}\n${made.stderr}`);
   output = captureOutput();
   rt = await startTestRuntime({ pipelines: ARENA_APP });
@@ -201,7 +207,9 @@ describe('arena in a browser', () => {
     const garbage = await post({ moves: [], human: 'second' }, 'not-a-token');
     assert.equal(garbage.status, 401);
     // A token for another user with the signature of the real one: the payload no longer matches.
-    const token = (await (await fetch(`${rt.approvalApiUrl}/_local/sign-in`, { method: 'POST', body: '{"username":"bob"}' })).json()) as { access_token: string };
+    const token = (await (await fetch(`${rt.approvalApiUrl}/_local/sign-in`, { method: 'POST', body: '{"username":"bob"}' })).json()) as {
+      access_token: string;
+    };
     const [head, , signature] = token.access_token.split('.');
     const claims = JSON.parse(Buffer.from(token.access_token.split('.')[1]!, 'base64url').toString('utf8')) as Record<string, unknown>;
     const forged = `${head}.${Buffer.from(JSON.stringify({ ...claims, username: 'mallory' })).toString('base64url')}.${signature}`;

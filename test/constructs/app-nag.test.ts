@@ -85,7 +85,10 @@ describe('the whole app under cdk-nag (AwsSolutions)', () => {
       assert.deepEqual([...stackNames].sort(), [...EXPECTED_STACKS].sort(), 'the platform and every registered pipeline');
       for (const v of violations) t.diagnostic(`${v.severity} ${v.ruleName}`);
       // A clean run leaves no violation at all, not even a warning.
-      assert.deepEqual(violations.map((v) => `${v.severity} ${v.ruleName}`), []);
+      assert.deepEqual(
+        violations.map((v) => `${v.severity} ${v.ruleName}`),
+        [],
+      );
     });
   }
 
@@ -93,10 +96,7 @@ describe('the whole app under cdk-nag (AwsSolutions)', () => {
     const { app } = synthWithNag(undefined);
     const acknowledgements = acknowledgementsOf(app);
     for (const [path, id, reason] of acknowledgements) {
-      assert.ok(
-        typeof reason === 'string' && reason.trim().length >= 20,
-        `${id} on ${path} has no real reason: ${JSON.stringify(reason)}`,
-      );
+      assert.ok(typeof reason === 'string' && reason.trim().length >= 20, `${id} on ${path} has no real reason: ${JSON.stringify(reason)}`);
     }
     // The pipeline stacks acknowledge their own findings; the platform's are not enough.
     for (const { stackId } of PIPELINES) {

@@ -51,8 +51,7 @@ const STACKS: { readonly id: string; readonly build: (app: App, platform: Platfo
   },
 ];
 
-const CDK_CONTEXT = (JSON.parse(readFileSync(join(REPO_ROOT, 'cdk.json'), 'utf8')) as { context: Record<string, unknown> })
-  .context;
+const CDK_CONTEXT = (JSON.parse(readFileSync(join(REPO_ROOT, 'cdk.json'), 'utf8')) as { context: Record<string, unknown> }).context;
 
 function directorySize(dir: string): number {
   let total = 0;
@@ -100,10 +99,7 @@ describe('Lambda bundle sizes', () => {
         const bytes = directorySize(join(outdir, assetPath));
         t.diagnostic(`${stackId}/${logicalId}: ${(bytes / 1024 / 1024).toFixed(2)} MB unzipped (${assetPath})`);
         assert.ok(bytes > 0, `${logicalId}: empty asset directory ${assetPath}`);
-        assert.ok(
-          bytes < LAMBDA_UNZIPPED_LIMIT,
-          `${logicalId}: ${(bytes / 1024 / 1024).toFixed(1)} MB unzipped exceeds Lambda's 250 MB limit`,
-        );
+        assert.ok(bytes < LAMBDA_UNZIPPED_LIMIT, `${logicalId}: ${(bytes / 1024 / 1024).toFixed(1)} MB unzipped exceeds Lambda's 250 MB limit`);
         measured++;
       }
       assert.ok(measured > 0 || functions.length === 0, `${stackId}: no function carried aws:asset:path metadata`);
@@ -120,11 +116,15 @@ describe('Lambda bundle sizes', () => {
     assert.ok(existsSync(join(bin, 'linux/x64/onnxruntime_binding.node')));
     assert.ok(directorySize(asset) < 80 * 1024 * 1024, 'linux-x64 alone is about 45 MB');
     // The bundle, as Lambda would load it: from its own folder, with nothing else on the path.
-    const probe = spawnSync(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(join(asset, 'index.mjs'))}); console.log(JSON.stringify(await m.handler()));`], {
-      cwd: asset,
-      encoding: 'utf8',
-      env: { PATH: process.env.PATH ?? '' },
-    });
+    const probe = spawnSync(
+      process.execPath,
+      ['--input-type=module', '-e', `const m = await import(${JSON.stringify(join(asset, 'index.mjs'))}); console.log(JSON.stringify(await m.handler()));`],
+      {
+        cwd: asset,
+        encoding: 'utf8',
+        env: { PATH: process.env.PATH ?? '' },
+      },
+    );
     assert.equal(probe.status, 0, probe.stderr);
     assert.deepEqual(JSON.parse(probe.stdout.trim()), { onnxRuntime: true, tensor: [2] });
   });
@@ -135,11 +135,19 @@ describe('Lambda bundle sizes', () => {
     const asset = join(outdir, String(fn.Metadata![cxapi.ASSET_RESOURCE_METADATA_PATH_KEY]));
     assert.ok(existsSync(join(asset, 'node_modules/@rdkit/rdkit/dist/RDKit_minimal.wasm')));
     assert.ok(directorySize(asset) < 20 * 1024 * 1024, 'RDKit is about 7 MB');
-    const probe = spawnSync(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(join(asset, 'index.mjs'))}); console.log(JSON.stringify(await m.handler({ smiles: 'OC1=CC=CC=C1' })));`], {
-      cwd: asset,
-      encoding: 'utf8',
-      env: { PATH: process.env.PATH ?? '' },
-    });
+    const probe = spawnSync(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `const m = await import(${JSON.stringify(join(asset, 'index.mjs'))}); console.log(JSON.stringify(await m.handler({ smiles: 'OC1=CC=CC=C1' })));`,
+      ],
+      {
+        cwd: asset,
+        encoding: 'utf8',
+        env: { PATH: process.env.PATH ?? '' },
+      },
+    );
     assert.equal(probe.status, 0, probe.stderr);
     assert.deepEqual(JSON.parse(probe.stdout.trim().split('\n').at(-1)!), { canonical: 'Oc1ccccc1', svg: true });
   });

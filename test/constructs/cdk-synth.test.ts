@@ -30,8 +30,15 @@ describe('cdk synth (CLI)', () => {
       assert.ok(Object.keys(template.Resources).length > 0);
     }
     // Lambdas carry their bundled code, not the source tree.
-    const manifest = JSON.parse(readFileSync(join(out, `${PIPELINES[0]!.stackId}.assets.json`), 'utf8')) as { files: Record<string, { source: { path: string } }> };
-    const bundles = Object.values(manifest.files).map((f) => f.source.path).filter((p) => p.startsWith('asset.'));
-    assert.ok(bundles.some((p) => existsSync(join(out, p, 'index.mjs'))), 'a bundled index.mjs');
+    const manifest = JSON.parse(readFileSync(join(out, `${PIPELINES[0]!.stackId}.assets.json`), 'utf8')) as {
+      files: Record<string, { source: { path: string } }>;
+    };
+    const bundles = Object.values(manifest.files)
+      .map((f) => f.source.path)
+      .filter((p) => p.startsWith('asset.'));
+    assert.ok(
+      bundles.some((p) => existsSync(join(out, p, 'index.mjs'))),
+      'a bundled index.mjs',
+    );
   });
 });

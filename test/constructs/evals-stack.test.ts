@@ -13,7 +13,6 @@ import { LM_SFT_PIPELINE } from '#pipelines/lm-sft/stack.ts';
 import { TRIGGER_IDENTITY_ENV } from '#shared/trigger.ts';
 import { definitionOf, type AslState } from '../support/stacks.ts';
 
-
 describe('evals and lm-sft stacks', () => {
   const { app } = buildApp({ skipBundling: true, fastSynth: true, nag: false, pipelines: [pipelineNamed(EVALS_PIPELINE), pipelineNamed(LM_SFT_PIPELINE)] });
   const evals = Template.fromStack(app.node.findChild('EvalsEveryCheckpoint') as Stack);
@@ -27,7 +26,9 @@ describe('evals and lm-sft stacks', () => {
   });
 
   it('runs one GPU eval job per benchmark, cached by the checkpoint content hash, given the location outside the key', () => {
-    const [job] = Object.values(evals.findResources('AWS::Batch::JobDefinition')) as { Properties: { ContainerProperties: { Command: string[]; ResourceRequirements: { Type: string; Value: string }[] } } }[];
+    const [job] = Object.values(evals.findResources('AWS::Batch::JobDefinition')) as {
+      Properties: { ContainerProperties: { Command: string[]; ResourceRequirements: { Type: string; Value: string }[] } };
+    }[];
     assert.deepEqual(job!.Properties.ContainerProperties.Command, ['python3', 'eval_main.py']);
     assert.ok(job!.Properties.ContainerProperties.ResourceRequirements.some((r) => r.Type === 'GPU' && r.Value === '1'));
     const map = definitionOf(evals).States['evaluate: Items']!;

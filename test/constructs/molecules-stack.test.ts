@@ -19,16 +19,26 @@ describe('MolecularDiscovery stack', () => {
   const stack = app.node.findChild('MolecularDiscovery') as MolecularDiscoveryStack;
   const template = Template.fromStack(stack);
   const definition = definitionOf(template);
-  const states = definition.States as Record<string, AslState & { Next?: string; Choices?: Record<string, unknown>[]; Catch?: { ErrorEquals: string[]; Next: string; ResultPath?: string }[] }>;
+  const states = definition.States as Record<
+    string,
+    AslState & { Next?: string; Choices?: Record<string, unknown>[]; Catch?: { ErrorEquals: string[]; Next: string; ResultPath?: string }[] }
+  >;
 
   it('runs the oracle as a Node job on the CPU queue, its code version covering the xtb code', () => {
     const job = stack.node.findAll().find((c): c is BatchJob => c instanceof BatchJob)!;
     assert.equal(job, stack.oracleJob);
     assert.equal(job.queue, (app.node.findChild('FrontierPlatform') as unknown as { resources: { cpuQueue: unknown } }).resources.cpuQueue);
-    for (const file of ['shared/molecules/xtb.ts', 'shared/molecules/rdkit.ts', 'batch-jobs/molecules-oracle/main.ts', 'batch-jobs/molecules-oracle/Dockerfile']) {
+    for (const file of [
+      'shared/molecules/xtb.ts',
+      'shared/molecules/rdkit.ts',
+      'batch-jobs/molecules-oracle/main.ts',
+      'batch-jobs/molecules-oracle/Dockerfile',
+    ]) {
       assert.ok(job.codeVersion.components[file], `oracle code version covers ${file}`);
     }
-    const [definitionResource] = Object.values(template.findResources('AWS::Batch::JobDefinition')) as { Properties: { ContainerProperties: { Command: string[] } } }[];
+    const [definitionResource] = Object.values(template.findResources('AWS::Batch::JobDefinition')) as {
+      Properties: { ContainerProperties: { Command: string[] } };
+    }[];
     assert.deepEqual(definitionResource!.Properties.ContainerProperties.Command, ['node', 'main.mjs']);
   });
 
@@ -36,7 +46,9 @@ describe('MolecularDiscovery stack', () => {
     const fns = stack.node.findAll().filter((c): c is PipelineFunction => c instanceof PipelineFunction);
     const env = (id: string) => {
       const fn = fns.find((f) => f.node.id === id)!;
-      const resource = template.findResources('AWS::Lambda::Function', {})[stack.getLogicalId(fn.node.defaultChild as never)] as { Properties: { Environment: { Variables: Record<string, string> } } };
+      const resource = template.findResources('AWS::Lambda::Function', {})[stack.getLogicalId(fn.node.defaultChild as never)] as {
+        Properties: { Environment: { Variables: Record<string, string> } };
+      };
       return resource.Properties.Environment.Variables;
     };
     assert.equal(env('Propose').ORACLE_CODE_VERSION, stack.oracleJob.codeVersion.hash);
@@ -55,7 +67,10 @@ describe('MolecularDiscovery stack', () => {
     assert.equal(payload['itemsUri.$'], '$.proposal.itemsUri');
     assert.equal(payload['timeoutSeconds.$'], '$.config.approvalTimeoutSeconds');
     const catches = gate.Catch!;
-    assert.deepEqual(catches.map((c) => c.ErrorEquals), [['States.Timeout'], ['ApprovalRejected']]);
+    assert.deepEqual(
+      catches.map((c) => c.ErrorEquals),
+      [['States.Timeout'], ['ApprovalRejected']],
+    );
     assert.equal(states['approve: Rejected']!.Parameters!['decision.$'], 'States.StringToJson($.approval.Cause)');
     const decided = states['Approved?']!;
     const next = (decided.Choices as { Next: string }[]).map((c) => c.Next);
@@ -71,7 +86,10 @@ describe('MolecularDiscovery stack', () => {
     assert.equal((more.Choices as { Next: string }[])[0]!.Next, 'report: Inputs');
     assert.equal(more['Default'], 'propose: Inputs');
     const anything = states['Anything to measure?']!;
-    assert.deepEqual((anything.Choices as { Next: string }[]).map((c) => c.Next), ['Pool exhausted', 'approve: Wait for approval']);
+    assert.deepEqual(
+      (anything.Choices as { Next: string }[]).map((c) => c.Next),
+      ['Pool exhausted', 'approve: Wait for approval'],
+    );
     assert.equal(anything['Default'], 'Nothing to measure');
     assert.ok(states['report: Cache lookup'], 'the report is cached');
     assert.ok(states['publish: Inputs']);

@@ -16,8 +16,7 @@ import type { StepResources } from '#pipelines/steps/resources.ts';
 import { acknowledge, applyNag } from '#infra/nag.ts';
 import { PlatformStack, type PlatformStackProps } from '#infra/platform-stack.ts';
 
-const CDK_CONTEXT = (JSON.parse(readFileSync(join(REPO_ROOT, 'cdk.json'), 'utf8')) as { context: Record<string, unknown> })
-  .context;
+const CDK_CONTEXT = (JSON.parse(readFileSync(join(REPO_ROOT, 'cdk.json'), 'utf8')) as { context: Record<string, unknown> }).context;
 
 /** An app with the project's context; bundling skipped (asset-size.test.ts bundles). */
 function newApp(options: { outdir?: string; context?: Record<string, unknown> } = {}): App {
@@ -34,8 +33,7 @@ function synthPlatform(props?: PlatformStackProps): { stack: PlatformStack; temp
 }
 
 type Resource = { Type: string; Properties?: Record<string, unknown> };
-const resourcesOf = (template: Template, type: string) =>
-  Object.values(template.findResources(type)) as Resource[];
+const resourcesOf = (template: Template, type: string) => Object.values(template.findResources(type)) as Resource[];
 
 describe('PlatformStack template', () => {
   const { stack, template } = synthPlatform();
@@ -77,11 +75,7 @@ describe('PlatformStack template', () => {
     for (const policy of policies) {
       const statements = (policy.Properties!['PolicyDocument'] as { Statement: Record<string, unknown>[] }).Statement;
       assert.ok(
-        statements.some(
-          (s) =>
-            s['Effect'] === 'Deny' &&
-            JSON.stringify(s['Condition']) === JSON.stringify({ Bool: { 'aws:SecureTransport': 'false' } }),
-        ),
+        statements.some((s) => s['Effect'] === 'Deny' && JSON.stringify(s['Condition']) === JSON.stringify({ Bool: { 'aws:SecureTransport': 'false' } })),
         `bucket policy without a TLS-only statement: ${JSON.stringify(statements)}`,
       );
     }
@@ -101,9 +95,7 @@ describe('PlatformStack template', () => {
         ]),
         BillingMode: 'PAY_PER_REQUEST',
         TimeToLiveSpecification: { AttributeName: 'expiresAt', Enabled: true },
-        Replicas: [
-          Match.objectLike({ PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true } }),
-        ],
+        Replicas: [Match.objectLike({ PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true } })],
       }),
       DeletionPolicy: 'Retain',
     });
@@ -127,10 +119,7 @@ describe('PlatformStack template', () => {
         MinvCpus: 0,
         MaxvCpus: 64,
         Ec2Configuration: [{ ImageType: 'ECS_AL2023_NVIDIA' }],
-        Subnets: [
-          { Ref: Match.stringLikeRegexp('^VpcpublicSubnet1') },
-          { Ref: Match.stringLikeRegexp('^VpcpublicSubnet2') },
-        ],
+        Subnets: [{ Ref: Match.stringLikeRegexp('^VpcpublicSubnet1') }, { Ref: Match.stringLikeRegexp('^VpcpublicSubnet2') }],
       }),
     });
   });
@@ -178,7 +167,9 @@ describe('PlatformStack template', () => {
   it('serves GET and POST /approvals/{id} from the approval Lambda, throttled and access-logged', () => {
     template.resourceCountIs('AWS::ApiGatewayV2::Api', 1);
     template.hasResourceProperties('AWS::ApiGatewayV2::Api', { ProtocolType: 'HTTP' });
-    const routeKeys = resourcesOf(template, 'AWS::ApiGatewayV2::Route').map((r) => r.Properties!['RouteKey']).sort();
+    const routeKeys = resourcesOf(template, 'AWS::ApiGatewayV2::Route')
+      .map((r) => r.Properties!['RouteKey'])
+      .sort();
     assert.deepEqual(routeKeys, ['GET /approvals/{id}', 'POST /approvals/{id}']);
     template.hasResourceProperties('AWS::ApiGatewayV2::Stage', {
       StageName: '$default',
@@ -333,7 +324,10 @@ describe('PlatformStack under cdk-nag (AwsSolutions)', () => {
       };
       const violations = report.pluginReports.flatMap((p) => p.violations);
       for (const v of violations) t.diagnostic(`${v.severity} ${v.ruleName}`);
-      assert.deepEqual(violations.filter((v) => v.severity === 'error' || v.severity === 'fatal'), []);
+      assert.deepEqual(
+        violations.filter((v) => v.severity === 'error' || v.severity === 'fatal'),
+        [],
+      );
 
       // Acknowledgements live in construct metadata under Validations' key as { id: reason }.
       const acknowledgements = app.node
@@ -343,10 +337,7 @@ describe('PlatformStack under cdk-nag (AwsSolutions)', () => {
         .flatMap((m) => Object.entries(m.data as Record<string, string>));
       assert.ok(acknowledgements.length >= 8, `expected the stack's acknowledgements, got ${acknowledgements.length}`);
       for (const [id, reason] of acknowledgements) {
-        assert.ok(
-          typeof reason === 'string' && reason.trim().length >= 20,
-          `acknowledgement ${id} has no real reason: ${JSON.stringify(reason)}`,
-        );
+        assert.ok(typeof reason === 'string' && reason.trim().length >= 20, `acknowledgement ${id} has no real reason: ${JSON.stringify(reason)}`);
       }
     } finally {
       rmSync(outdir, { recursive: true, force: true });
@@ -377,9 +368,7 @@ describe('acknowledge', () => {
   it('records the rule id and reason where the rule pack looks for them', () => {
     const stack = scope();
     acknowledge(stack, [{ id: 'AwsSolutions-SMG4', reason: 'The key is issued and rotated by its owner.' }]);
-    const data = stack.node.metadata.find((m) => m.type === Validations.ACKNOWLEDGED_RULES_METADATA_KEY)?.data as
-      | Record<string, string>
-      | undefined;
+    const data = stack.node.metadata.find((m) => m.type === Validations.ACKNOWLEDGED_RULES_METADATA_KEY)?.data as Record<string, string> | undefined;
     assert.ok(data, 'no acknowledgement metadata');
     assert.deepEqual(Object.values(data), ['The key is issued and rotated by its owner.']);
     assert.match(Object.keys(data)[0]!, /AwsSolutions-SMG4$/);

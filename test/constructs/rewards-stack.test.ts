@@ -12,7 +12,13 @@ import { pipelineNamed, resolveConfig } from '#infra/cli/config.ts';
 import { REWARDS_PIPELINE, type RewardSearchStack } from '#pipelines/rewards/stack.ts';
 import { definitionOf } from '../support/stacks.ts';
 
-type Nested = { Parameters?: Record<string, unknown>; Next?: string; States?: Record<string, Nested>; ItemProcessor?: { States: Record<string, Nested> }; Branches?: { States: Record<string, Nested> }[] };
+type Nested = {
+  Parameters?: Record<string, unknown>;
+  Next?: string;
+  States?: Record<string, Nested>;
+  ItemProcessor?: { States: Record<string, Nested> };
+  Branches?: { States: Record<string, Nested> }[];
+};
 
 /** Every state nested under a state (Map item processors, Parallel branches), by name. */
 function allStates(state: unknown): Record<string, Nested> {
@@ -34,12 +40,25 @@ describe('RewardSearch stack', () => {
   const stack = app.node.findChild('RewardSearch') as RewardSearchStack;
   const template = Template.fromStack(stack);
   const definition = definitionOf(template);
-  const states = definition.States as Record<string, { Type: string; Next?: string; Parameters?: Record<string, unknown>; ItemProcessor?: { States: Record<string, { Parameters?: Record<string, unknown>; Next?: string }> }; Choices?: { Next: string }[]; Default?: string; Result?: Record<string, string> }>;
+  const states = definition.States as Record<
+    string,
+    {
+      Type: string;
+      Next?: string;
+      Parameters?: Record<string, unknown>;
+      ItemProcessor?: { States: Record<string, { Parameters?: Record<string, unknown>; Next?: string }> };
+      Choices?: { Next: string }[];
+      Default?: string;
+      Result?: Record<string, string>;
+    }
+  >;
 
   it('trains each candidate in the sandbox, then grades it outside, both cached; the hash of the source keys the cache', () => {
     assert.ok(stack.trainJob.sandboxOutputs?.includes('policy.json'));
     const inner = allStates(states['runs: Items']);
-    assert.deepEqual(inner['train: Inputs']!.Parameters, { in: { 'sourceSha256.$': '$.item.sourceSha256', 'seed.$': '$.item.seed', 'train.$': '$.item.train' } });
+    assert.deepEqual(inner['train: Inputs']!.Parameters, {
+      in: { 'sourceSha256.$': '$.item.sourceSha256', 'seed.$': '$.item.seed', 'train.$': '$.item.train' },
+    });
     assert.equal((inner['train: Job spec']!.Parameters as Record<string, string>)['reward_source.$'], '$.item.source');
     assert.ok(inner['train: Presign'], 'presigned URLs for the sandboxed job');
     // The run's wall limit goes to Batch at submit (it replaces the definition's 30 minutes), not into the cache key.
@@ -47,15 +66,21 @@ describe('RewardSearch stack', () => {
     assert.deepEqual(submit.Timeout, { 'AttemptDurationSeconds.$': '$.item.timeoutSeconds' });
     assert.equal((inner['train: Run job'] as { TimeoutSecondsPath?: string }).TimeoutSecondsPath, undefined);
     assert.ok(inner['train: Cache lookup'] && inner['grade: Cache lookup']);
-    assert.equal(((inner['grade: Inputs']!.Parameters as { in: Record<string, string> }).in)['policyUri.$'], "States.Format('{}policy.json', $.train.outputUri)");
+    assert.equal((inner['grade: Inputs']!.Parameters as { in: Record<string, string> }).in['policyUri.$'], "States.Format('{}policy.json', $.train.outputUri)");
   });
 
   it('loops over generations, then runs the final through the same fan-out and publishes', () => {
-    assert.deepEqual(states['More generations?']!.Choices!.map((c) => c.Next), ['final-plan: Inputs']);
+    assert.deepEqual(
+      states['More generations?']!.Choices!.map((c) => c.Next),
+      ['final-plan: Inputs'],
+    );
     assert.equal(states['More generations?']!.Default, 'propose: Inputs');
     assert.equal(states['propose: Done']!.Next, 'Count items');
     assert.equal(states['final-plan: Done']!.Next, 'Count items');
-    assert.deepEqual(states['Search or final?']!.Choices!.map((c) => c.Next), ['final-record: Inputs']);
+    assert.deepEqual(
+      states['Search or final?']!.Choices!.map((c) => c.Next),
+      ['final-record: Inputs'],
+    );
     assert.match(states['Baselines']!.Result!.env!, /def reward\(/);
     assert.match(states['Baselines']!.Result!.shaped!, /def reward\(/);
   });

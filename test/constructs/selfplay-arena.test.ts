@@ -51,7 +51,15 @@ type Violation = { ruleName: string; severity: string; violatingConstructs?: { c
 function synthWithNag(options: { env?: Environment; context?: Record<string, unknown>; arena?: Omit<ArenaProps, 'resources'> } = {}) {
   const outdir = mkdtempSync(join(tmpdir(), 'arena-nag-'));
   try {
-    const { app } = buildApp({ outdir, skipBundling: true, fastSynth: true, nag: true, env: options.env, context: options.context, pipelines: [arenaEntry(options.arena)] });
+    const { app } = buildApp({
+      outdir,
+      skipBundling: true,
+      fastSynth: true,
+      nag: true,
+      env: options.env,
+      context: options.context,
+      pipelines: [arenaEntry(options.arena)],
+    });
     let failure: Error | undefined;
     try {
       app.synth();
@@ -244,7 +252,10 @@ describe('arenaPublicFromContext', () => {
   });
 
   it('throws when the flag is anything else, naming it and the value', () => {
-    assert.throws(() => read('yes'), (error: unknown) => error instanceof ConfigError && error.field === 'context arenaPublic' && /"yes"/.test(error.message));
+    assert.throws(
+      () => read('yes'),
+      (error: unknown) => error instanceof ConfigError && error.field === 'context arenaPublic' && /"yes"/.test(error.message),
+    );
   });
 });
 

@@ -35,7 +35,10 @@ describe('SelfPlayLeague stack', () => {
     assert.equal(loop.Variable, '$.gen.n');
     assert.equal(loop.NumericLessThanEqualsPath, '$.config.generations');
     assert.equal(loop.Next, 'train: Inputs');
-    assert.equal(definition.States['Next generation']!['Parameters'] && (definition.States['Next generation']!['Parameters'] as Record<string, string>)['n.$'], 'States.MathAdd($.gen.n, 1)');
+    assert.equal(
+      definition.States['Next generation']!['Parameters'] && (definition.States['Next generation']!['Parameters'] as Record<string, string>)['n.$'],
+      'States.MathAdd($.gen.n, 1)',
+    );
     for (const name of ['train: Cache lookup', 'plan: Invoke', 'matches: Items', 'elo: Invoke', 'report: Cache lookup', 'publish: Inputs']) {
       assert.ok(definition.States[name], `state "${name}"`);
     }

@@ -143,11 +143,7 @@ describe('step constructs, rendered: the probe pipeline', () => {
       const store = get(`${stepId}: Cache store`);
       assert.equal(store['Resource'], 'arn:aws:states:::aws-sdk:dynamodb:putItem');
       // Inputs -> key -> lookup -> choice: nothing runs before the cache is consulted.
-      assert.deepEqual(followNext(states, `${stepId}: Inputs`, `${stepId}: Cached?`), [
-        `${stepId}: Inputs`,
-        `${stepId}: Cache key`,
-        `${stepId}: Cache lookup`,
-      ]);
+      assert.deepEqual(followNext(states, `${stepId}: Inputs`, `${stepId}: Cached?`), [`${stepId}: Inputs`, `${stepId}: Cache key`, `${stepId}: Cache lookup`]);
       assert.match(String((get(`${stepId}: Cache key`)['Parameters'] as Record<string, string>)['value.$']), /^States\.Hash\(.*'SHA-256'\)$/);
     }
   });
@@ -165,7 +161,10 @@ describe('step constructs, rendered: the probe pipeline', () => {
       // The only task on the hit path is the HeadObject inside the output check.
       const check = get(`${stepId}: Check outputs`);
       const inner = Object.values((check['ItemProcessor'] as { States: Record<string, State> }).States);
-      assert.deepEqual(inner.map((s) => s['Resource']), ['arn:aws:states:::aws-sdk:s3:headObject']);
+      assert.deepEqual(
+        inner.map((s) => s['Resource']),
+        ['arn:aws:states:::aws-sdk:s3:headObject'],
+      );
       // A hit whose outputs are gone is a miss: the check's Catch goes to the runner.
       assert.deepEqual(
         (check['Catch'] as Catcher[]).map((c) => [c.ErrorEquals, c.Next]),
@@ -188,14 +187,21 @@ describe('step constructs, rendered: the probe pipeline', () => {
       'square-item: Invoke',
     ]);
     // Each step invokes its own function: the Resource of a payload-only invoke is its ARN.
-    for (const [stepId, fn] of [['prepare', 'Prepare'], ['square-item', 'Square'], ['publish', 'PublishArtifact']]) {
+    for (const [stepId, fn] of [
+      ['prepare', 'Prepare'],
+      ['square-item', 'Square'],
+      ['publish', 'PublishArtifact'],
+    ]) {
       assert.match(String(get(`${stepId}: Invoke`)['Resource']), new RegExp(`^arn:aws:lambda:us-east-1:123456789012:function:${fn}[0-9A-F]{8}$`));
     }
     for (const [name, { state }] of invokes) {
       const retry = state['Retry'] as Retrier[];
       assert.equal(retry.length, 1, `${name}: one retrier`);
       assert.deepEqual([...retry[0]!.ErrorEquals].sort(), [...LAMBDA_SERVICE_ERRORS].sort(), name);
-      assert.ok(retry[0]!.ErrorEquals.every((e) => e.startsWith('Lambda.')), `${name} retries a non-service error`);
+      assert.ok(
+        retry[0]!.ErrorEquals.every((e) => e.startsWith('Lambda.')),
+        `${name} retries a non-service error`,
+      );
       assert.equal(retry[0]!.JitterStrategy, 'FULL', name);
     }
   });
@@ -204,8 +210,7 @@ describe('step constructs, rendered: the probe pipeline', () => {
     const run = get('sum: Run job');
     assert.equal(run['Resource'], 'arn:aws:states:::batch:submitJob.sync');
     assert.equal(run['Retry'], undefined, 'Batch attempts own user-code retries');
-    const environment = (run['Parameters'] as { ContainerOverrides: { Environment: { Name: string; 'Value.$': string }[] } })
-      .ContainerOverrides.Environment;
+    const environment = (run['Parameters'] as { ContainerOverrides: { Environment: { Name: string; 'Value.$': string }[] } }).ContainerOverrides.Environment;
     assert.deepEqual(environment, [
       { Name: 'JOB_SPEC_URI', 'Value.$': '$._step.job.specUri' },
       { Name: 'OUTPUT_URI', 'Value.$': '$._step.job.outputUri' },
@@ -349,7 +354,6 @@ describe('step constructs, rendered: the probe pipeline', () => {
 
 // ---- validation ----------------------------------------------------------------------------
 
-
 const SQUARE_ENTRY = join(REPO_ROOT, 'functions', 'probe', 'square', 'handler.ts');
 
 /** Asserts that `build` throws a ConfigError naming `field` and the value received. */
@@ -446,11 +450,7 @@ describe('step constructs validate their props', () => {
   it('throws when the artifact name is not lowercase letters, digits and "-"', () => {
     for (const bad of ['Probe-Summary', 'probe_summary', '-probe', 'p'.repeat(64)]) {
       const { stack, steps } = minimalScope();
-      throwsConfigError(
-        () => publishArtifact(stack, 'publish', { scope: steps, name: bad, filesPath: '$.files', resultPath: '$.p' }),
-        'name',
-        bad,
-      );
+      throwsConfigError(() => publishArtifact(stack, 'publish', { scope: steps, name: bad, filesPath: '$.files', resultPath: '$.p' }), 'name', bad);
     }
   });
 
@@ -504,11 +504,15 @@ describe('approval gate with items', () => {
 
   /** The statements of the approval-request function's role policies. */
   function requestFunctionStatements(template: Template): Statement[] {
-    const functions = template.findResources('AWS::Lambda::Function', { Properties: { Description: 'Records an approval request and emails its signed link' } });
+    const functions = template.findResources('AWS::Lambda::Function', {
+      Properties: { Description: 'Records an approval request and emails its signed link' },
+    });
     const [fnId] = Object.keys(functions);
     assert.ok(fnId, 'the approval-request function');
     const roleRef = (functions[fnId] as { Properties: { Role: { 'Fn::GetAtt': [string, string] } } }).Properties.Role['Fn::GetAtt'][0];
-    const policies = Object.values(template.findResources('AWS::IAM::Policy')) as { Properties: { Roles: { Ref: string }[]; PolicyDocument: { Statement: Statement[] } } }[];
+    const policies = Object.values(template.findResources('AWS::IAM::Policy')) as {
+      Properties: { Roles: { Ref: string }[]; PolicyDocument: { Statement: Statement[] } };
+    }[];
     return policies.filter((p) => p.Properties.Roles.some((r) => r.Ref === roleRef)).flatMap((p) => p.Properties.PolicyDocument.Statement);
   }
 
@@ -547,4 +551,3 @@ describe('approval gate with items', () => {
     assert.match(items[1], /content-addressed/);
   });
 });
-

@@ -31,7 +31,10 @@ import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
 const python = '/usr/bin/python3';
 const EVALS_CLI = EvalsConfig.parse({});
 const config = LmSftConfig.parse(LM_SFT_SIZES.test);
-const checkpointSteps = [0, ...Array.from({ length: config.finetune.steps / config.finetune.checkpoint_every }, (_, i) => (i + 1) * config.finetune.checkpoint_every)];
+const checkpointSteps = [
+  0,
+  ...Array.from({ length: config.finetune.steps / config.finetune.checkpoint_every }, (_, i) => (i + 1) * config.finetune.checkpoint_every),
+];
 
 interface Board {
   results: { step: number; benchmark: string; benchmarkVersion: number; accuracy: number; baseline: number }[];
@@ -64,7 +67,10 @@ describe('evaluate every checkpoint (test size)', () => {
     runtime.on('executionDone', (record: ExecutionRecord) => {
       if (record.pipeline === EVALS_PIPELINE) evals.push(record);
     });
-    for (const [name, scorer] of [['arithmetic', 'exact-number'], ['reversal', 'exact-string']] as const) {
+    for (const [name, scorer] of [
+      ['arithmetic', 'exact-number'],
+      ['reversal', 'exact-string'],
+    ] as const) {
       await registerBenchmark(where(), { name, scorer, sampleSize: 100, data: readFileSync(join(dataDir, `${name}.jsonl`), 'utf8') });
     }
     await setGuardSettings(where(), { target: 'arithmetic', guard: 'reversal', marginPoints: 2 });
@@ -106,7 +112,10 @@ describe('evaluate every checkpoint (test size)', () => {
     assert.equal(board.decision.verdicts.length, checkpointSteps.length);
     for (const v of board.decision.verdicts.slice(1)) assert.match(v.reason, /^(passed|failed): reversal/);
     const passed = board.decision.verdicts.filter((v) => v.reason.startsWith('passed'));
-    assert.equal(board.decision.candidate, passed.length ? passed.reduce((a, b) => (acc('arithmetic', b.step) > acc('arithmetic', a.step) ? b : a)).step : null);
+    assert.equal(
+      board.decision.candidate,
+      passed.length ? passed.reduce((a, b) => (acc('arithmetic', b.step) > acc('arithmetic', a.step) ? b : a)).step : null,
+    );
     // Each result is indexed with lineage to its checkpoint.
     const results = await listArtifactVersions(where(), `eval-${config.run}`);
     assert.equal(results.length, 2 * checkpointSteps.length);
@@ -152,20 +161,33 @@ describe('evaluate every checkpoint (test size)', () => {
 
   it('faults: a missing file fails its run naming it; a changed file and a pickle are recorded per benchmark', async () => {
     const base = `checkpoints/${config.run}`;
-    const files = async (step: number) => JSON.parse(await text(`s3://${where().bucket}/${base}/${step}/manifest.json`)) as { files: { name: string; sha256: string; size: number }[] };
+    const files = async (step: number) =>
+      JSON.parse(await text(`s3://${where().bucket}/${base}/${step}/manifest.json`)) as { files: { name: string; sha256: string; size: number }[] };
     const good = await files(checkpointSteps.at(-1)!);
     const copy = async (to: number, names: string[]) => {
-      for (const n of names) await put(`${base}/${to}/${n}`, await (await s3Client().send(new GetObjectCommand({ Bucket: where().bucket, Key: `${base}/${checkpointSteps.at(-1)}/${n}` }))).Body!.transformToByteArray());
+      for (const n of names)
+        await put(
+          `${base}/${to}/${n}`,
+          await (
+            await s3Client().send(new GetObjectCommand({ Bucket: where().bucket, Key: `${base}/${checkpointSteps.at(-1)}/${n}` }))
+          ).Body!.transformToByteArray(),
+        );
     };
-    const manifestFor = (step: number, list: { name: string; sha256: string; size: number }[]) => JSON.stringify({ run: config.run, step, files: list, base_step: 0 });
+    const manifestFor = (step: number, list: { name: string; sha256: string; size: number }[]) =>
+      JSON.stringify({ run: config.run, step, files: list, base_step: 0 });
     const count = evals.length;
 
     // A manifest naming a file that was never uploaded: the run fails, naming the file.
     await put(`${base}/9001/manifest.json`, manifestFor(9001, good.files));
     // A file replaced after its manifest was written: the same size, another hash.
-    await copy(9002, good.files.map((f) => f.name));
+    await copy(
+      9002,
+      good.files.map((f) => f.name),
+    );
     const weights = good.files.find((f) => f.name === 'model.safetensors')!;
-    const tampered = Buffer.from(await (await s3Client().send(new GetObjectCommand({ Bucket: where().bucket, Key: `${base}/9002/model.safetensors` }))).Body!.transformToByteArray());
+    const tampered = Buffer.from(
+      await (await s3Client().send(new GetObjectCommand({ Bucket: where().bucket, Key: `${base}/9002/model.safetensors` }))).Body!.transformToByteArray(),
+    );
     tampered[tampered.length - 1] ^= 0xff;
     await put(`${base}/9002/model.safetensors`, tampered);
     // Its own trainer state, so its content hash is new and the job runs (a manifest claiming
@@ -176,12 +198,20 @@ describe('evaluate every checkpoint (test size)', () => {
     await put(`${base}/9002/manifest.json`, manifestFor(9002, files9002));
     // A pickle checkpoint that would run code if loaded.
     const marker = join(dataDir, 'pickle-ran');
-    const pickle = spawnSync(python, ['-c', `
+    const pickle = spawnSync(
+      python,
+      [
+        '-c',
+        `
 import os, sys, torch
 class Boom:
     def __reduce__(self):
         return (os.system, (${JSON.stringify(`touch ${marker}`)},))
-torch.save({"w": Boom()}, sys.argv[1])`, join(dataDir, 'model.pt')], { encoding: 'utf8' });
+torch.save({"w": Boom()}, sys.argv[1])`,
+        join(dataDir, 'model.pt'),
+      ],
+      { encoding: 'utf8' },
+    );
     assert.equal(pickle.status, 0, pickle.stderr);
     const pt = readFileSync(join(dataDir, 'model.pt'));
     const configJson = good.files.find((f) => f.name === 'config.json')!;
@@ -196,20 +226,28 @@ torch.save({"w": Boom()}, sys.argv[1])`, join(dataDir, 'model.pt')], { encoding:
     assert.match(missing.cause ?? '', /manifest\.files\.\d.*is missing: no object .*\/9001\/config\.json|manifest\.files\.\d.*is missing/);
     for (const step of [9002, 9003]) assert.equal(byStep(step).status, 'SUCCEEDED', byStep(step).cause);
     const board = await leaderboard();
-    const failures = new Map((await Promise.all([9002, 9003].map(async (step) => {
-      const out = byStep(step).output as { results: { ok: boolean; error?: string; cause?: string }[] };
-      return [step, out.results] as const;
-    }))));
+    const failures = new Map(
+      await Promise.all(
+        [9002, 9003].map(async (step) => {
+          const out = byStep(step).output as { results: { ok: boolean; error?: string; cause?: string }[] };
+          return [step, out.results] as const;
+        }),
+      ),
+    );
     for (const r of failures.get(9002)!) assert.equal(r.ok, false);
     assert.match(JSON.stringify(failures.get(9002)), /ChecksumMismatch|sha256/);
     assert.match(JSON.stringify(failures.get(9003)), /CheckpointRefused/);
     assert.equal(spawnSync('test', ['-e', marker]).status, 1, 'the pickle never ran');
-    assert.ok(board.results.every((r) => r.step < 9000), 'failed pairs are not results');
+    assert.ok(
+      board.results.every((r) => r.step < 9000),
+      'failed pairs are not results',
+    );
 
     // The file repaired, a rerun computes exactly the pairs that failed.
     await copy(9002, ['model.safetensors']);
     const jobs = runtime.counters().batchJobs;
-    const rerun = await runtime.startExecution(EVALS_PIPELINE, { config: { ...EVALS_CLI, checkpoint: `s3://${where().bucket}/${base}/9002/manifest.json` } }).done;
+    const rerun = await runtime.startExecution(EVALS_PIPELINE, { config: { ...EVALS_CLI, checkpoint: `s3://${where().bucket}/${base}/9002/manifest.json` } })
+      .done;
     assert.equal(rerun.status, 'SUCCEEDED', rerun.cause);
     assert.equal(runtime.counters().batchJobs - jobs, 3, 'the three benchmarks of the repaired checkpoint, nothing else');
     assert.ok((rerun.output as { results: { ok: boolean }[] }).results.every((r) => r.ok));

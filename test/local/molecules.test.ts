@@ -118,7 +118,10 @@ describe('molecular discovery on the embedded runtime (test size)', () => {
     const campaign = await readCampaign(out.campaignUri);
     const s = campaignSummary(campaign);
     assert.equal(campaign.stopped?.reason, 'rounds');
-    assert.deepEqual(campaign.rounds.map((r) => r.decision), ['approved', 'approved', 'approved']);
+    assert.deepEqual(
+      campaign.rounds.map((r) => r.decision),
+      ['approved', 'approved', 'approved'],
+    );
     assert.equal(campaign.measurements.length, config.sampleSize + 2 * config.rounds * config.batchSize);
     assert.equal(s.surrogate.calls, config.rounds * config.batchSize);
     assert.equal(s.random.calls, config.rounds * config.batchSize);
@@ -126,8 +129,14 @@ describe('molecular discovery on the embedded runtime (test size)', () => {
     assert.equal(new Set(campaign.measurements.map((m) => m.smiles)).size, campaign.measurements.length);
     assert.equal(s.oracleCalls, campaign.measurements.length);
     const ok = campaign.measurements.filter((m) => m.result.ok);
-    assert.ok(ok.length >= campaign.measurements.length - 3, `most molecules measured: ${JSON.stringify(campaign.measurements.filter((m) => !m.result.ok).map((m) => m.result.reason))}`);
-    assert.ok(ok.every((m) => m.result.gap! > 0.5 && m.result.gap! < 15), 'gaps in eV');
+    assert.ok(
+      ok.length >= campaign.measurements.length - 3,
+      `most molecules measured: ${JSON.stringify(campaign.measurements.filter((m) => !m.result.ok).map((m) => m.result.reason))}`,
+    );
+    assert.ok(
+      ok.every((m) => m.result.gap! > 0.5 && m.result.gap! < 15),
+      'gaps in eV',
+    );
     assert.ok(campaign.threshold && campaign.threshold.sampleMeasured >= config.sampleSize - 2);
     // Predictions were recorded before measuring, and calibration reported per round.
     assert.ok(campaign.rounds.slice(1).every((r) => r.calibration && r.calibration.n > 0 && r.calibration.mae !== null));
@@ -180,7 +189,10 @@ describe('molecular discovery on the embedded runtime (test size)', () => {
     assert.equal(rt.counters().batchJobs, jobsBefore, 'no oracle job');
     const campaign = await readCampaign((rerun.record.output as RunOutput).campaignUri);
     assert.equal(campaignSummary(campaign).oracleCalls, 0);
-    assert.deepEqual(campaign.rounds.map((r) => r.decision), ['nothingToMeasure', 'nothingToMeasure', 'nothingToMeasure']);
+    assert.deepEqual(
+      campaign.rounds.map((r) => r.decision),
+      ['nothingToMeasure', 'nothingToMeasure', 'nothingToMeasure'],
+    );
     const first = await readCampaign((cold.record.output as RunOutput).campaignUri);
     // Exact: the rerun's gaps are the cold run's, read back from the oracle cache (a JSON round trip).
     assert.deepEqual(

@@ -20,8 +20,7 @@ const config = (overrides: Record<string, unknown> = {}) => ProbeConfig.parse({ 
 describe('probe pipeline on the embedded runtime', () => {
   let runtime: LocalRuntime;
   let dataDir: string;
-  const run = (overrides: Record<string, unknown> = {}): Promise<ExecutionRecord> =>
-    runtime.startExecution('probe', { config: config(overrides) }).done;
+  const run = (overrides: Record<string, unknown> = {}): Promise<ExecutionRecord> => runtime.startExecution('probe', { config: config(overrides) }).done;
   const where = () => ({ table: runtime.resources.tables[0]!, bucket: runtime.resources.buckets[0]! });
 
   before(async () => {
@@ -38,14 +37,19 @@ describe('probe pipeline on the embedded runtime', () => {
     assert.equal(record.status, 'SUCCEEDED', record.cause);
     const output = record.output as { total: number; artifact: { name: string; version: number }; square: { ok: boolean; value: { square: number } }[] };
     assert.equal(output.total, 1 + 4 + 9 + 25);
-    assert.deepEqual(output.square.map((s) => s.value.square), [1, 4, 9, 25]);
+    assert.deepEqual(
+      output.square.map((s) => s.value.square),
+      [1, 4, 9, 25],
+    );
     assert.equal(record.stats.batchJobs, 1);
     // prepare + 4 squares + publish
     assert.equal(record.stats.lambdaInvocations, 6);
     const artifact = await getArtifactVersion(where(), 'probe-summary', output.artifact.version);
     assert.deepEqual(artifact.metrics, { total: 39, count: 4 });
     assert.equal(artifact.executionId, record.executionArn);
-    const summary = await new S3Client({ forcePathStyle: true }).send(new GetObjectCommand({ Bucket: where().bucket, Key: new URL(artifact.files[0]!.uri).pathname.slice(1) }));
+    const summary = await new S3Client({ forcePathStyle: true }).send(
+      new GetObjectCommand({ Bucket: where().bucket, Key: new URL(artifact.files[0]!.uri).pathname.slice(1) }),
+    );
     assert.equal(JSON.parse(await summary.Body!.transformToString()).total, 39);
   });
 
@@ -123,7 +127,7 @@ describe('probe pipeline on the embedded runtime', () => {
     assert.match(cause.StderrTail, /fault drill/);
   });
 
-  it('a job timeout set at submit under Batch\'s 60 s minimum is refused, as AWS does, naming the field', async () => {
+  it("a job timeout set at submit under Batch's 60 s minimum is refused, as AWS does, naming the field", async () => {
     const record = await run({ items: [43], jobTimeoutSeconds: 30 });
     assert.equal(record.status, 'FAILED');
     assert.equal(record.error, 'Batch.ClientException');
@@ -161,11 +165,15 @@ describe('probe pipeline on the embedded runtime', () => {
     assert.equal(record.status, 'SUCCEEDED', record.cause);
     const { manifest } = (record.output as { steps: { recheck: { manifest: { Bucket: string; Key: string } } } }).steps.recheck;
     const s3 = new S3Client({ forcePathStyle: true });
-    const read = async (key: string) => JSON.parse(await (await s3.send(new GetObjectCommand({ Bucket: manifest.Bucket, Key: key }))).Body!.transformToString());
+    const read = async (key: string) =>
+      JSON.parse(await (await s3.send(new GetObjectCommand({ Bucket: manifest.Bucket, Key: key }))).Body!.transformToString());
     const files = (await read(manifest.Key)) as { ResultFiles: { SUCCEEDED: { Key: string }[]; FAILED: { Key: string }[] } };
     const succeeded = (await read(files.ResultFiles.SUCCEEDED[0]!.Key)) as { Output: string }[];
     const failed = (await read(files.ResultFiles.FAILED[0]!.Key)) as { Input: string; Error: string; Cause: string }[];
-    assert.deepEqual(succeeded.map((r) => (JSON.parse(r.Output) as { result: { square: number } }).result.square).sort((a, b) => a - b), [9, 25, 36]);
+    assert.deepEqual(
+      succeeded.map((r) => (JSON.parse(r.Output) as { result: { square: number } }).result.square).sort((a, b) => a - b),
+      [9, 25, 36],
+    );
     assert.equal(failed.length, 1);
     assert.equal(failed[0]!.Error, 'NegativeItem');
     assert.deepEqual(JSON.parse(failed[0]!.Input), { item: -4, index: 1 });

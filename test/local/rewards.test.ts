@@ -28,7 +28,8 @@ const shaped = readFileSync(join(REPO_ROOT, 'batch-jobs/rewards-train/rewards/sh
 const candidate = (name: string, source: string) => ({ name, rationale: `try ${name}`, source });
 /** A candidate's source: `lines` (what it does when loaded), then a reward of 0 everywhere. */
 const zeroRewardAfter = (lines: string[]) => [...lines, '', 'def reward(obs, action, next_obs, done, info):', '    return 0.0', ''].join('\n');
-const HEIGHT = 'import math\n\ndef reward(obs, action, next_obs, done, info):\n    return 10.0 * (math.sin(3 * next_obs[0]) - math.sin(3 * obs[0])) + (100.0 if info["goal_reached"] else -0.1)\n';
+const HEIGHT =
+  'import math\n\ndef reward(obs, action, next_obs, done, info):\n    return 10.0 * (math.sin(3 * next_obs[0]) - math.sin(3 * obs[0])) + (100.0 if info["goal_reached"] else -0.1)\n';
 const NETWORK = zeroRewardAfter(['import socket', 'socket.create_connection(("169.254.170.2", 80), timeout=2)']);
 /**
  * Prints a fake result line and forges a policy that works (it pushes in the direction of the
@@ -147,8 +148,24 @@ describe('reward search on the embedded runtime (test size)', { skip }, () => {
   before(async () => {
     fake = await startFakeClaude();
     fake.reply(
-      { candidates: [candidate('height', HEIGHT), candidate('phone-home', NETWORK), candidate('memory-hog', MEMORY_HOG), candidate('writes-outside', WRITES_OUTSIDE), candidate('never-returns', NEVER_RETURNS)] },
-      { candidates: [candidate('energy', shaped), candidate('fork-bomb', FORK_BOMB), candidate('forged-policy', FORGED_POLICY), candidate('steal', STEAL), candidate('monkeypatch', MONKEYPATCH)] },
+      {
+        candidates: [
+          candidate('height', HEIGHT),
+          candidate('phone-home', NETWORK),
+          candidate('memory-hog', MEMORY_HOG),
+          candidate('writes-outside', WRITES_OUTSIDE),
+          candidate('never-returns', NEVER_RETURNS),
+        ],
+      },
+      {
+        candidates: [
+          candidate('energy', shaped),
+          candidate('fork-bomb', FORK_BOMB),
+          candidate('forged-policy', FORGED_POLICY),
+          candidate('steal', STEAL),
+          candidate('monkeypatch', MONKEYPATCH),
+        ],
+      },
     );
     Object.assign(process.env, { ANTHROPIC_API_KEY: 'test-key', ANTHROPIC_BASE_URL: fake.url });
     rt = await startTestRuntime({ pipelines: [pipelineNamed(REWARDS_PIPELINE)] });
@@ -164,16 +181,22 @@ describe('reward search on the embedded runtime (test size)', { skip }, () => {
     assert.equal(record.status, 'SUCCEEDED', `${record.error}: ${record.cause}`);
     const out = record.output as { winner: string; searchUri: string; reportUri: string; artifact: { name: string } };
     const doc = await readSearch(out.searchUri);
-    assert.deepEqual(doc.generations.map((g) => g.candidates.map((c) => c.name)), [
-      ['height', 'phone-home', 'memory-hog', 'writes-outside', 'never-returns'],
-      ['energy', 'fork-bomb', 'forged-policy', 'steal', 'monkeypatch'],
-    ]);
+    assert.deepEqual(
+      doc.generations.map((g) => g.candidates.map((c) => c.name)),
+      [
+        ['height', 'phone-home', 'memory-hog', 'writes-outside', 'never-returns'],
+        ['energy', 'fork-bomb', 'forged-policy', 'steal', 'monkeypatch'],
+      ],
+    );
     const byName = new Map(doc.generations.flatMap((g) => g.candidates.map((c) => [c.name, c])));
     assert.equal(byName.get('phone-home')!.seeds[0]!.success, null, 'no network: its training failed');
     // Forked interpreters hit the task limit or, counted together, the memory cap first: contained either way.
     assert.match(byName.get('fork-bomb')!.verdict ?? '', /the sandbox stopped the job: (processes|memory) limit/);
     assert.equal(typeof byName.get('energy')!.seeds[0]!.success, 'number', JSON.stringify(byName.get('energy')!.seeds));
-    assert.ok(!['phone-home', 'memory-hog', 'writes-outside', 'never-returns', 'fork-bomb', 'forged-policy', 'steal', 'monkeypatch'].includes(out.winner), out.winner);
+    assert.ok(
+      !['phone-home', 'memory-hog', 'writes-outside', 'never-returns', 'fork-bomb', 'forged-policy', 'steal', 'monkeypatch'].includes(out.winner),
+      out.winner,
+    );
     // Stopped at the run's wall limit (trainTimeoutSeconds, Batch's attempt timeout on AWS).
     assert.match(byName.get('never-returns')!.verdict ?? '', /the sandbox stopped the job: wall limit/);
     assert.equal(byName.get('never-returns')!.seeds[0]!.success, null);
@@ -189,7 +212,7 @@ describe('reward search on the embedded runtime (test size)', { skip }, () => {
     assert.equal(typeof forged.success, 'number', JSON.stringify(forged));
     assert.ok(forged.success! < 0.5, `graded ${forged.success}, not the forged controller's ~1.0`);
     assert.equal(await jobResultContaining(rt.resources.buckets[0]!, 'forged'), undefined);
-    assert.ok(byName.get('height')!.curves?.[0]?.points.length, 'the honest candidate\'s curve is recorded');
+    assert.ok(byName.get('height')!.curves?.[0]?.points.length, "the honest candidate's curve is recorded");
     assert.ok((byName.get('height')!.seeds[0]!.trainSeconds ?? 0) > 0);
     assert.match(byName.get('memory-hog')!.verdict ?? '', /the sandbox stopped the job: memory limit/);
     // Every write outside its work dir failed, and the trainer on this machine is unchanged.
@@ -202,10 +225,14 @@ describe('reward search on the embedded runtime (test size)', { skip }, () => {
     const stolen = await jobResultContaining(rt.resources.buckets[0]!, 'stolen');
     assert.ok(stolen, "the thief's findings came back in the trainer's error");
     assert.match(stolen, /endpoint/, 'not cut short');
-    for (const secret of ['test-key', 'S3RVER', 'AWS_SECRET_ACCESS_KEY', 'ANTHROPIC']) assert.ok(!stolen.includes(secret), `${secret} not found by the candidate`);
+    for (const secret of ['test-key', 'S3RVER', 'AWS_SECRET_ACCESS_KEY', 'ANTHROPIC'])
+      assert.ok(!stolen.includes(secret), `${secret} not found by the candidate`);
     assert.match(stolen, /endpoint.*(URLError|Errno|refused|unreachable)/i);
     const final = doc.final!;
-    assert.deepEqual(final.entries.map((e) => e.role), ['winner', 'env-reward', 'shaped-reward']);
+    assert.deepEqual(
+      final.entries.map((e) => e.role),
+      ['winner', 'env-reward', 'shaped-reward'],
+    );
     assert.deepEqual(final.gradeSeeds, config.finalSeeds);
     // Retrained from scratch on the final's own training seeds, none of them the search's.
     assert.ok(final.entries.every((e) => e.seeds.map((s) => s.seed).join() === config.finalTrainSeeds.join()));
@@ -223,7 +250,7 @@ describe('reward search on the embedded runtime (test size)', { skip }, () => {
     assert.equal(fake.requests.length, 2);
     const [first, second] = fake.requests;
     assert.deepEqual((first!.body.system as unknown[])[0], (second!.body.system as unknown[])[0]);
-    const history = ((second!.body.messages as { content: { text: string }[] }[])[0]!.content[0]!).text;
+    const history = (second!.body.messages as { content: { text: string }[] }[])[0]!.content[0]!.text;
     assert.match(history, /generation 1, phone-home: mean success 0\.00/);
     assert.match(history, /generation 1, height[^#]*training curve \(the job's own log, not graded\): seed 1: step \d+ return -?\d+ success \d+%/);
     assert.match(history, /generation 1, never-returns: mean success 0\.00; sandbox verdict: the sandbox stopped the job: wall limit/);
@@ -231,13 +258,25 @@ describe('reward search on the embedded runtime (test size)', { skip }, () => {
   });
 
   it('evaluates reward files without asking Claude', async () => {
-    const files = RewardsConfig.parse({ ...REWARDS_SIZES.test, rewardFiles: [{ name: 'shaped', source: shaped }, { name: 'height', source: HEIGHT }] });
+    const files = RewardsConfig.parse({
+      ...REWARDS_SIZES.test,
+      rewardFiles: [
+        { name: 'shaped', source: shaped },
+        { name: 'height', source: HEIGHT },
+      ],
+    });
     const before = fake.requests.length;
     const run = await rt.startExecution(REWARDS_PIPELINE, { config: files }).done;
     assert.equal(run.status, 'SUCCEEDED', `${run.error}: ${run.cause}`);
     assert.equal(fake.requests.length, before);
     const doc = await readSearch((run.output as { searchUri: string }).searchUri);
     assert.equal(doc.generations.length, 1);
-    assert.deepEqual(doc.generations[0]!.candidates.map((c) => [c.name, c.origin]), [['shaped', 'file'], ['height', 'file']]);
+    assert.deepEqual(
+      doc.generations[0]!.candidates.map((c) => [c.name, c.origin]),
+      [
+        ['shaped', 'file'],
+        ['height', 'file'],
+      ],
+    );
   });
 });

@@ -19,9 +19,11 @@ const freshDir = () => {
   dirs.push(dir);
   return dir;
 };
-after(() => dirs.forEach((d) => {
-rmSync(d, { recursive: true, force: true });
-}));
+after(() =>
+  dirs.forEach((d) => {
+    rmSync(d, { recursive: true, force: true });
+  }),
+);
 
 async function occupyPort(): Promise<{ server: Server; port: number }> {
   const server = createServer();

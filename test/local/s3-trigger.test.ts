@@ -105,7 +105,10 @@ describe('S3 trigger on the probe pipeline', () => {
     const results = await rt.deliverEvent({ ...first, id: 'a-different-event-id' });
     assert.deepEqual(results, [{ started: false, duplicate: true, executionName: firstRun.name }]);
     await rt.eventsSettled();
-    assert.deepEqual(triggeredRuns().map((r) => r.name), [firstRun.name]);
+    assert.deepEqual(
+      triggeredRuns().map((r) => r.name),
+      [firstRun.name],
+    );
   });
 
   it('new content under the same key is a new object version and starts a second run', { timeout: 90_000 }, async () => {

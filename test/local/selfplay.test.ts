@@ -117,7 +117,9 @@ describe('self-play league on the embedded runtime (test size)', () => {
     // Forget the cached result of one of its pairs, then corrupt its ONNX: only that pair replays.
     const table = runtime.resources.tables[0]!;
     const dataDir = runtime.dataDir;
-    const cached = await dynamoClient().send(new QueryCommand({ TableName: table, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': 'CACHE#match' } }));
+    const cached = await dynamoClient().send(
+      new QueryCommand({ TableName: table, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': 'CACHE#match' } }),
+    );
     const victim = cached.Items!.find((item) => JSON.parse(item.inputs as string).a.id === last.id && JSON.parse(item.inputs as string).b.id === 'tactical')!;
     assert.ok(victim, 'the cached match of the last snapshot against the tactical bot');
     await dynamoClient().send(new DeleteCommand({ TableName: table, Key: { pk: victim.pk, sk: victim.sk } }));

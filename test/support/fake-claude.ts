@@ -31,7 +31,9 @@ export async function startFakeClaude(): Promise<FakeClaude> {
       }
       const next = queue.shift();
       if (next === undefined) {
-        res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ type: 'error', error: { type: 'api_error', message: 'the fake server has no scripted reply left' } }));
+        res
+          .writeHead(500, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ type: 'error', error: { type: 'api_error', message: 'the fake server has no scripted reply left' } }));
         return;
       }
       if (next && typeof next === 'object' && 'status' in next && 'body' in next) {
@@ -61,7 +63,12 @@ export async function startFakeClaude(): Promise<FakeClaude> {
           content: [{ type: 'text', text }],
           stop_reason: 'end_turn',
           stop_sequence: null,
-          usage: { input_tokens: Math.ceil(raw.length / 4) - cacheRead, output_tokens: Math.ceil(text.length / 4), cache_read_input_tokens: cacheRead, cache_creation_input_tokens: cacheWrite },
+          usage: {
+            input_tokens: Math.ceil(raw.length / 4) - cacheRead,
+            output_tokens: Math.ceil(text.length / 4),
+            cache_read_input_tokens: cacheRead,
+            cache_creation_input_tokens: cacheWrite,
+          },
         }),
       );
     });

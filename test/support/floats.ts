@@ -38,12 +38,7 @@ export function assertClose(actual: number, expected: number, tolerance: { abs?:
 }
 
 /** assertClose over two equally long lists, element by element. */
-export function assertAllClose(
-  actual: ArrayLike<number>,
-  expected: ArrayLike<number>,
-  tolerance: { abs?: number; rel?: number },
-  what: string,
-): void {
+export function assertAllClose(actual: ArrayLike<number>, expected: ArrayLike<number>, tolerance: { abs?: number; rel?: number }, what: string): void {
   assert.equal(actual.length, expected.length, `${what}: lengths ${actual.length} vs ${expected.length}`);
   for (let i = 0; i < expected.length; i++) assertClose(actual[i], expected[i], tolerance, `${what}[${i}]`);
 }

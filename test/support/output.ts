@@ -46,7 +46,8 @@ export function logLines(text: string): LogLine[] {
     if (start < 0) continue;
     try {
       const parsed = JSON.parse(line.slice(start)) as unknown;
-      if (parsed && typeof parsed === 'object' && typeof (parsed as LogLine).message === 'string' && typeof (parsed as LogLine).level === 'string') lines.push(parsed as LogLine);
+      if (parsed && typeof parsed === 'object' && typeof (parsed as LogLine).message === 'string' && typeof (parsed as LogLine).level === 'string')
+        lines.push(parsed as LogLine);
     } catch {
       // Not a whole JSON line (another writer's output): skipped.
     }

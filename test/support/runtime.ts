@@ -51,11 +51,7 @@ export async function waitFor<T>(what: string, probe: () => T | undefined | fals
 
 /** The path of the next .eml the runtime writes to its outbox. Call it before the action that sends. */
 export function nextEmail(runtime: LocalRuntime, timeoutMs = 30_000): Promise<string> {
-  return within(
-    new Promise<string>((resolve) => runtime.once('email', ({ file }: { file: string }) => resolve(file))),
-    timeoutMs,
-    'an email in the outbox',
-  );
+  return within(new Promise<string>((resolve) => runtime.once('email', ({ file }: { file: string }) => resolve(file))), timeoutMs, 'an email in the outbox');
 }
 
 /**

@@ -18,9 +18,25 @@ const rate = { bootstrapSamples: 20, seed: 1, opponents: 3 };
 function result(a: string, b: string, winsA: number): MatchResult {
   const firstWins = Math.ceil(winsA / 2);
   return {
-    pairId: pairIdOf(a, b), a, b, games: 100, winsA, winsB: 100 - winsA, draws: 0,
-    gamesAFirst: 50, gamesASecond: 50, firstMoverWinsA: firstWins, firstMoverDraws: 0, secondMoverWinsA: winsA - firstWins, secondMoverDraws: 0,
-    scoreA: winsA / 100, scoreAFirst: firstWins / 50, scoreASecond: (winsA - firstWins) / 50, illegalA: 0, illegalB: 0, plies: 2000,
+    pairId: pairIdOf(a, b),
+    a,
+    b,
+    games: 100,
+    winsA,
+    winsB: 100 - winsA,
+    draws: 0,
+    gamesAFirst: 50,
+    gamesASecond: 50,
+    firstMoverWinsA: firstWins,
+    firstMoverDraws: 0,
+    secondMoverWinsA: winsA - firstWins,
+    secondMoverDraws: 0,
+    scoreA: winsA / 100,
+    scoreAFirst: firstWins / 50,
+    scoreASecond: (winsA - firstWins) / 50,
+    illegalA: 0,
+    illegalB: 0,
+    plies: 2000,
   };
 }
 

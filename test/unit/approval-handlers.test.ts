@@ -217,7 +217,10 @@ describe('approval-request handler', () => {
         assert.ok(!text.includes(fragment), `token fragment found in ${where}`);
       }
     }
-    assert.ok(logged().some((line) => line.includes('approval requested')), 'the handler logs something to scan');
+    assert.ok(
+      logged().some((line) => line.includes('approval requested')),
+      'the handler logs something to scan',
+    );
   });
 
   it('rejects a malformed request naming the field, before storing anything', async () => {
@@ -265,7 +268,13 @@ describe('approval-api GET', () => {
   it('shows who decided, when and what, without buttons, once decided', async () => {
     const { link, item } = await requestAndCapture();
     ddb.on(GetCommand).resolves({
-      Item: { ...item, state: 'APPROVED', decidedAt: '2027-01-01T10:00:00.000Z', decidedBy: { sourceIp: '198.51.100.4', userAgent: 'Firefox' }, comment: 'looks <fine>' },
+      Item: {
+        ...item,
+        state: 'APPROVED',
+        decidedAt: '2027-01-01T10:00:00.000Z',
+        decidedBy: { sourceIp: '198.51.100.4', userAgent: 'Firefox' },
+        comment: 'looks <fine>',
+      },
     });
     const { response, html } = await getPage(link);
     assert.equal(response.statusCode, 200);
@@ -344,7 +353,10 @@ describe('approval-api POST', () => {
     assert.equal(input.taskToken, TASK_TOKEN);
     const output = JSON.parse(input.output!);
     assert.deepEqual(output, {
-      approved: true, approvalId: result.approvalId, decidedAt: update.ExpressionAttributeValues?.[':decidedAt'], comment: 'ship it',
+      approved: true,
+      approvalId: result.approvalId,
+      decidedAt: update.ExpressionAttributeValues?.[':decidedAt'],
+      comment: 'ship it',
     });
   });
 
@@ -361,7 +373,10 @@ describe('approval-api POST', () => {
     assert.equal(input.error, 'ApprovalRejected');
     assert.ok(input.cause!.length < 1000);
     assert.deepEqual(JSON.parse(input.cause!), {
-      approved: false, approvalId: result.approvalId, decidedAt: JSON.parse(input.cause!).decidedAt, comment: 'win rate too low',
+      approved: false,
+      approvalId: result.approvalId,
+      decidedAt: JSON.parse(input.cause!).decidedAt,
+      comment: 'win rate too low',
     });
   });
 
@@ -389,7 +404,11 @@ describe('approval-api POST', () => {
     const { link, result } = await requestAndCapture();
     const exp = Number(link.searchParams.get('exp'));
     // The link's own signature is not the form token.
-    const expected: Array<[string, number]> = [['', 400], ['x'.repeat(43), 403], [linkSignature(SIGNING_KEY, result.approvalId, exp), 403]];
+    const expected: Array<[string, number]> = [
+      ['', 400],
+      ['x'.repeat(43), 403],
+      [linkSignature(SIGNING_KEY, result.approvalId, exp), 403],
+    ];
     for (const [csrf, status] of expected) {
       const response = await post(link, { decision: 'approve', csrf });
       assert.equal(response.statusCode, status, `csrf ${JSON.stringify(csrf)}`);
@@ -423,9 +442,7 @@ describe('approval-api POST', () => {
   it('puts the approval back to PENDING when Step Functions fails for another reason', async () => {
     const { link } = await requestAndCapture();
     const { html } = await getPage(link);
-    sfn.on(SendTaskSuccessCommand).rejects(
-      new SFNServiceException({ name: 'ServiceUnavailable', $fault: 'server', message: 'try later', $metadata: {} }),
-    );
+    sfn.on(SendTaskSuccessCommand).rejects(new SFNServiceException({ name: 'ServiceUnavailable', $fault: 'server', message: 'try later', $metadata: {} }));
     const response = await post(link, { decision: 'approve', csrf: csrfOf(html) });
     assert.equal(response.statusCode, 503);
     const updates = ddb.commandCalls(UpdateCommand).map((call) => call.args[0].input);
@@ -441,10 +458,15 @@ describe('approval-api POST', () => {
 
 const ITEMS_KEY = 'approvals/molecules/5d41402abc4b2a76b9719d911017c592.json';
 const ITEMS_URI = `s3://frontier-bucket/${ITEMS_KEY}`;
-const DRAWING = "<?xml version='1.0' encoding='iso-8859-1'?>\n<svg xmlns='http://www.w3.org/2000/svg' width='30' height='20'><script>alert(1)</script><text y='15'>OH</text></svg>";
+const DRAWING =
+  "<?xml version='1.0' encoding='iso-8859-1'?>\n<svg xmlns='http://www.w3.org/2000/svg' width='30' height='20'><script>alert(1)</script><text y='15'>OH</text></svg>";
 const itemsDocument = {
   caption: 'Round 1',
-  columns: [{ key: 'smiles', label: 'SMILES' }, { key: 'predicted', label: 'Predicted gap' }, { key: 'arm', label: 'Arm' }],
+  columns: [
+    { key: 'smiles', label: 'SMILES' },
+    { key: 'predicted', label: 'Predicted gap' },
+    { key: 'arm', label: 'Arm' },
+  ],
   items: [
     { values: { smiles: 'c1ccccc1O', predicted: '1.42 ± 0.10 eV', arm: 'exploit' }, svg: DRAWING },
     { values: { smiles: 'CC(=O)<b>', predicted: '2.01 ± 0.30 eV', arm: 'random' }, svg: DRAWING },
@@ -550,7 +572,10 @@ describe('approval-api GET with an items document', () => {
     assert.equal(response.statusCode, 200);
     assertPageHeaders(response);
     assert.match(String(response.headers?.['Content-Security-Policy']), /img-src data:/);
-    assert.deepEqual(s3.commandCalls(GetObjectCommand).map((call) => call.args[0].input), [{ Bucket: 'frontier-bucket', Key: ITEMS_KEY }]);
+    assert.deepEqual(
+      s3.commandCalls(GetObjectCommand).map((call) => call.args[0].input),
+      [{ Bucket: 'frontier-bucket', Key: ITEMS_KEY }],
+    );
     assert.match(html, /<table id="items" class="items">/);
     assert.deepEqual(rowIndexes(html), [0, 1]);
     assert.ok(html.includes('<td data-column="smiles">CC(=O)&lt;b&gt;</td>'));
@@ -568,7 +593,10 @@ describe('approval-api GET with an items document', () => {
       s3.on(GetObjectCommand).rejects(error);
       const { response, html } = await getPage(link);
       assert.equal(response.statusCode, 200, error.name);
-      assert.match(html, /<p class="notice" id="items-notice">The items of this approval cannot be shown: their document <code id="items-uri">s3:\/\/frontier-bucket\/approvals\/[^<]+<\/code> is gone/);
+      assert.match(
+        html,
+        /<p class="notice" id="items-notice">The items of this approval cannot be shown: their document <code id="items-uri">s3:\/\/frontier-bucket\/approvals\/[^<]+<\/code> is gone/,
+      );
       assert.ok(!html.includes('id="items"'));
       assert.match(html, /id="state">PENDING</);
       assert.match(html, /<button id="reject"/);
@@ -603,4 +631,3 @@ describe('approval-api GET with an items document', () => {
     assert.equal(sfn.commandCalls(SendTaskSuccessCommand).length, 1);
   });
 });
-

@@ -1,14 +1,43 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  approvalDigest, approvalItemsSchema, approvalItemsView, approvalLink, checkItemsUri, checkLink, composeMime, csrfToken,
-  decisionOf, decisionUpdate, linkSignature, MAX_APPROVAL_ITEMS, MAX_ITEM_SVG_BYTES, memoizeAsync, newApprovalId,
-  newApprovalItem, parseApprovalItem, parseApprovalItems, parseApprovalRequest, parseDecisionForm, resolveRecipients,
-  RETAIN_AFTER_EXPIRY_SECONDS, safeEqual, signingKeyFromSecret, taskResultFor, toApprovalView, type ApprovalItems,
+  approvalDigest,
+  approvalItemsSchema,
+  approvalItemsView,
+  approvalLink,
+  checkItemsUri,
+  checkLink,
+  composeMime,
+  csrfToken,
+  decisionOf,
+  decisionUpdate,
+  linkSignature,
+  MAX_APPROVAL_ITEMS,
+  MAX_ITEM_SVG_BYTES,
+  memoizeAsync,
+  newApprovalId,
+  newApprovalItem,
+  parseApprovalItem,
+  parseApprovalItems,
+  parseApprovalRequest,
+  parseDecisionForm,
+  resolveRecipients,
+  RETAIN_AFTER_EXPIRY_SECONDS,
+  safeEqual,
+  signingKeyFromSecret,
+  taskResultFor,
+  toApprovalView,
+  type ApprovalItems,
   type ApprovalRequest,
 } from '#shared/approval.ts';
 import {
-  CONTENT_SECURITY_POLICY, escapeHtml, formAction, messageResponse, renderApprovalEmail, renderApprovalPage, svgDataUri,
+  CONTENT_SECURITY_POLICY,
+  escapeHtml,
+  formAction,
+  messageResponse,
+  renderApprovalEmail,
+  renderApprovalPage,
+  svgDataUri,
 } from '#shared/approval-page.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { canonicalJson, sha256Hex } from '#shared/json.ts';
@@ -30,7 +59,10 @@ describe('approval link signatures', () => {
   it('accepts a link it signed, before its expiry', () => {
     const sig = linkSignature(KEY, ID, NOW + 60);
     assert.deepEqual(checkLink({ key: KEY, id: ID, exp: String(NOW + 60), sig, nowSeconds: NOW }), {
-      ok: true, id: ID, exp: NOW + 60, sig,
+      ok: true,
+      id: ID,
+      exp: NOW + 60,
+      sig,
     });
   });
 
@@ -143,12 +175,15 @@ describe('parseApprovalRequest', () => {
   });
 
   it('names the field and value that are wrong', () => {
-    assert.throws(() => parseApprovalRequest({ ...request, timeoutSeconds: -5 }), (error: unknown) => {
-      assert.ok(error instanceof ConfigError);
-      assert.equal(error.field, 'approval request.timeoutSeconds');
-      assert.match(error.message, /got -5/);
-      return true;
-    });
+    assert.throws(
+      () => parseApprovalRequest({ ...request, timeoutSeconds: -5 }),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.equal(error.field, 'approval request.timeoutSeconds');
+        assert.match(error.message, /got -5/);
+        return true;
+      },
+    );
     assert.throws(() => parseApprovalRequest({ ...request, details: { nested: { a: 1 } } }), /approval request\.details\.nested/);
     assert.throws(() => parseApprovalRequest({ ...request, recipients: ['not-an-email'] }), /approval request\.recipients\.0.*"not-an-email"/);
     const { pipeline: _pipeline, ...withoutPipeline } = request;
@@ -156,12 +191,15 @@ describe('parseApprovalRequest', () => {
   });
 
   it('never repeats the task token in its error', () => {
-    assert.throws(() => parseApprovalRequest({ ...request, taskToken: ['TOKEN-in-an-array'] }), (error: unknown) => {
-      assert.ok(error instanceof ConfigError);
-      assert.equal(error.field, 'approval request.taskToken');
-      assert.doesNotMatch(error.message, /TOKEN-in-an-array/);
-      return true;
-    });
+    assert.throws(
+      () => parseApprovalRequest({ ...request, taskToken: ['TOKEN-in-an-array'] }),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.equal(error.field, 'approval request.taskToken');
+        assert.doesNotMatch(error.message, /TOKEN-in-an-array/);
+        return true;
+      },
+    );
   });
 });
 
@@ -212,13 +250,19 @@ describe('decision requests', () => {
     assert.equal(approved.kind, 'success');
     assert.equal(approved.input.taskToken, 'TOK');
     assert.deepEqual(JSON.parse((approved.input as { output: string }).output), {
-      approved: true, approvalId: ID, decidedAt: at.toISOString(), comment: null,
+      approved: true,
+      approvalId: ID,
+      decidedAt: at.toISOString(),
+      comment: null,
     });
     const rejected = taskResultFor('TOK', ID, decisionOf({ decision: 'reject', csrf: 'x', comment: 'no' }, decidedBy, at));
     assert.equal(rejected.kind, 'failure');
     assert.equal((rejected.input as { error: string }).error, 'ApprovalRejected');
     assert.deepEqual(JSON.parse((rejected.input as { cause: string }).cause), {
-      approved: false, approvalId: ID, decidedAt: at.toISOString(), comment: 'no',
+      approved: false,
+      approvalId: ID,
+      decidedAt: at.toISOString(),
+      comment: 'no',
     });
   });
 });
@@ -248,7 +292,13 @@ describe('approval page rendering', () => {
     assert.ok(!html.includes(request.taskToken));
 
     const decided = renderApprovalPage(
-      toApprovalView(ID, { ...item, state: 'REJECTED', decidedAt: '2027-01-01T00:00:00.000Z', decidedBy: { sourceIp: '198.51.100.7', userAgent: '<ua>' }, comment: 'not <yet>' }),
+      toApprovalView(ID, {
+        ...item,
+        state: 'REJECTED',
+        decidedAt: '2027-01-01T00:00:00.000Z',
+        decidedBy: { sourceIp: '198.51.100.7', userAgent: '<ua>' },
+        comment: 'not <yet>',
+      }),
       { action: 'x', csrf: 'CSRF' },
     );
     assert.ok(!decided.includes('id="approve"'));
@@ -274,8 +324,13 @@ describe('approval email', () => {
   it('carries the link and escaped details in both parts, and no token', async () => {
     const link = approvalLink('https://approve.example.com', KEY, ID, NOW + 60);
     const email = renderApprovalEmail({
-      from: 'gate@example.com', to: ['a@example.com'], link, pipeline: 'rlhf', title: 'Promote\r\nBcc: x@evil.example',
-      details: { note: '<b>bold</b>' }, expiresAtIso: '2027-01-01T00:00:00.000Z',
+      from: 'gate@example.com',
+      to: ['a@example.com'],
+      link,
+      pipeline: 'rlhf',
+      title: 'Promote\r\nBcc: x@evil.example',
+      details: { note: '<b>bold</b>' },
+      expiresAtIso: '2027-01-01T00:00:00.000Z',
     });
     assert.equal(email.subject, 'Approval needed: Promote Bcc: x@evil.example');
     assert.ok(email.text.includes(link));
@@ -294,11 +349,14 @@ describe('approval email', () => {
 describe('signing key handling', () => {
   it('rejects a missing or short secret without showing it', () => {
     assert.throws(() => signingKeyFromSecret(undefined), /SecretString/);
-    assert.throws(() => signingKeyFromSecret('short-secret'), (error: unknown) => {
-      assert.ok(error instanceof ConfigError);
-      assert.doesNotMatch(error.message, /short-secret/);
-      return true;
-    });
+    assert.throws(
+      () => signingKeyFromSecret('short-secret'),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.doesNotMatch(error.message, /short-secret/);
+        return true;
+      },
+    );
     assert.equal(signingKeyFromSecret(KEY), KEY);
   });
 
@@ -342,13 +400,16 @@ const itemsBytes = (doc: unknown) => Buffer.from(JSON.stringify(doc), 'utf8');
 
 /** Asserts a ConfigError whose field and message name what was wrong. */
 function rejectsDocument(doc: unknown, field: string, message: RegExp): void {
-  assert.throws(() => parseApprovalItems(itemsBytes(doc), ITEMS_URI), (error: unknown) => {
-    assert.ok(error instanceof ConfigError, String(error));
-    assert.equal(error.field, field);
-    assert.match(error.message, message);
-    assert.ok(error.message.includes(ITEMS_URI), 'the message names the document');
-    return true;
-  });
+  assert.throws(
+    () => parseApprovalItems(itemsBytes(doc), ITEMS_URI),
+    (error: unknown) => {
+      assert.ok(error instanceof ConfigError, String(error));
+      assert.equal(error.field, field);
+      assert.match(error.message, message);
+      assert.ok(error.message.includes(ITEMS_URI), 'the message names the document');
+      return true;
+    },
+  );
 }
 
 describe('approval items document', () => {
@@ -375,26 +436,45 @@ describe('approval items document', () => {
   });
 
   it('names a value whose key is not a column, a repeated column, a nested value and an unknown field', () => {
-    rejectsDocument({ ...itemsDoc, items: [{ values: { smiles: 'C', gap: 1.2 } }] }, 'approval items.items.0.values.gap', /is not a column \(columns: smiles, predicted, arm\).*got 1\.2/);
-    rejectsDocument({ ...itemsDoc, columns: [...itemsDoc.columns, { key: 'arm', label: 'Arm again' }] }, 'approval items.columns.3.key', /repeats column 2.*got "arm"/);
+    rejectsDocument(
+      { ...itemsDoc, items: [{ values: { smiles: 'C', gap: 1.2 } }] },
+      'approval items.items.0.values.gap',
+      /is not a column \(columns: smiles, predicted, arm\).*got 1\.2/,
+    );
+    rejectsDocument(
+      { ...itemsDoc, columns: [...itemsDoc.columns, { key: 'arm', label: 'Arm again' }] },
+      'approval items.columns.3.key',
+      /repeats column 2.*got "arm"/,
+    );
     rejectsDocument({ ...itemsDoc, items: [{ values: { smiles: { nested: true } } }] }, 'approval items.items.0.values.smiles', /got \{"nested":true\}/);
     rejectsDocument({ ...itemsDoc, rows: [] }, 'approval items.(root)', /rows/);
     rejectsDocument({ ...itemsDoc, columns: [] }, 'approval items.columns', /got \[\]/);
   });
 
   it('refuses bytes that are not JSON, naming the document', () => {
-    assert.throws(() => parseApprovalItems(Buffer.from('{"columns": ['), ITEMS_URI), /items document s3:\/\/frontier-bucket\/approvals\/molecules\/0f3c\.json: is not JSON/);
+    assert.throws(
+      () => parseApprovalItems(Buffer.from('{"columns": ['), ITEMS_URI),
+      /items document s3:\/\/frontier-bucket\/approvals\/molecules\/0f3c\.json: is not JSON/,
+    );
   });
 
   it('accepts an items URI under approvals/ of the bucket only', () => {
     assert.equal(checkItemsUri(ITEMS_URI, 'frontier-bucket'), ITEMS_URI);
-    for (const bad of ['s3://frontier-bucket/runs/molecules/x.json', 's3://other-bucket/approvals/x.json', 's3://frontier-bucket/approvalsx/y.json', 'https://example.com/approvals/x.json']) {
-      assert.throws(() => checkItemsUri(bad, 'frontier-bucket'), (error: unknown) => {
-        assert.ok(error instanceof ConfigError);
-        assert.equal(error.field, 'itemsUri');
-        assert.ok(error.message.includes(JSON.stringify(bad)), error.message);
-        return true;
-      });
+    for (const bad of [
+      's3://frontier-bucket/runs/molecules/x.json',
+      's3://other-bucket/approvals/x.json',
+      's3://frontier-bucket/approvalsx/y.json',
+      'https://example.com/approvals/x.json',
+    ]) {
+      assert.throws(
+        () => checkItemsUri(bad, 'frontier-bucket'),
+        (error: unknown) => {
+          assert.ok(error instanceof ConfigError);
+          assert.equal(error.field, 'itemsUri');
+          assert.ok(error.message.includes(JSON.stringify(bad)), error.message);
+          return true;
+        },
+      );
     }
   });
 
@@ -402,7 +482,10 @@ describe('approval items document', () => {
     assert.equal(parseApprovalRequest({ ...request, itemsUri: ITEMS_URI }).itemsUri, ITEMS_URI);
     assert.equal(parseApprovalRequest({ ...request, itemsUri: null }).itemsUri, undefined);
     assert.equal('itemsUri' in parseApprovalRequest(request), false);
-    assert.throws(() => parseApprovalRequest({ ...request, itemsUri: 'approvals/x.json' }), /approval request\.itemsUri: expected s3:\/\/bucket\/key \(got "approvals\/x\.json"\)/);
+    assert.throws(
+      () => parseApprovalRequest({ ...request, itemsUri: 'approvals/x.json' }),
+      /approval request\.itemsUri: expected s3:\/\/bucket\/key \(got "approvals\/x\.json"\)/,
+    );
   });
 });
 
@@ -456,8 +539,14 @@ describe('items on the page and in the email', () => {
   it('shows one row per item in table#items, with a heading per column', () => {
     assert.match(page, /<table id="items" class="items">/);
     const rows = rowsOf(page);
-    assert.deepEqual(rows.map((r) => r.index), [0, 1, 2]);
-    assert.match(page, /<thead><tr><th scope="col">#<\/th><th scope="col">Drawing<\/th><th scope="col">SMILES<\/th><th scope="col">Predicted gap<\/th><th scope="col">Arm<\/th><\/tr><\/thead>/);
+    assert.deepEqual(
+      rows.map((r) => r.index),
+      [0, 1, 2],
+    );
+    assert.match(
+      page,
+      /<thead><tr><th scope="col">#<\/th><th scope="col">Drawing<\/th><th scope="col">SMILES<\/th><th scope="col">Predicted gap<\/th><th scope="col">Arm<\/th><\/tr><\/thead>/,
+    );
     assert.ok(page.includes('<caption>Round 3 &lt;batch&gt;</caption>'));
     assert.ok(rows[0]!.html.includes('<td data-column="predicted">1.42 ± 0.10 eV</td>'));
     assert.ok(rows[2]!.html.includes('<td data-column="predicted"></td>'), 'a missing value is an empty cell');
@@ -509,8 +598,14 @@ describe('items on the page and in the email', () => {
   it('lists the items in the email: one text line per item, and the table with image drawings in the HTML part', async () => {
     const link = approvalLink('https://approve.example.com', KEY, ID, NOW + 60);
     const email = renderApprovalEmail({
-      from: 'gate@example.com', to: ['a@example.com'], link, pipeline: 'molecules', title: 'Measure a batch',
-      details: { round: 3 }, items: itemsDoc, expiresAtIso: '2027-01-01T00:00:00.000Z',
+      from: 'gate@example.com',
+      to: ['a@example.com'],
+      link,
+      pipeline: 'molecules',
+      title: 'Measure a batch',
+      details: { round: 3 },
+      items: itemsDoc,
+      expiresAtIso: '2027-01-01T00:00:00.000Z',
     });
     const lines = email.text.split('\n');
     const heading = lines.indexOf('Items (3): Round 3 <batch>');
@@ -521,9 +616,15 @@ describe('items on the page and in the email', () => {
       '  3. SMILES: CCO | Predicted gap:  | Arm: random',
     ]);
     // A value cannot start a line of its own, so the only line with a link is the real one.
-    assert.deepEqual(lines.filter((line) => line.startsWith('http')), [link]);
+    assert.deepEqual(
+      lines.filter((line) => line.startsWith('http')),
+      [link],
+    );
 
-    assert.deepEqual(rowsOf(email.html).map((r) => r.index), [0, 1, 2]);
+    assert.deepEqual(
+      rowsOf(email.html).map((r) => r.index),
+      [0, 1, 2],
+    );
     assert.match(email.html, /<table id="items" class="items" border="1"/);
     assert.ok(email.html.includes('&lt;img src=x onerror=alert(2)&gt;'));
     assert.ok(!email.html.includes('<svg') && !email.html.includes('<script'));
@@ -534,11 +635,15 @@ describe('items on the page and in the email', () => {
 
   it('leaves the email as it was without items', () => {
     const input = {
-      from: 'gate@example.com', to: ['a@example.com'], link: 'https://approve.example.com/approvals/x', pipeline: 'p', title: 't',
-      details: { a: 1 }, expiresAtIso: '2027-01-01T00:00:00.000Z',
+      from: 'gate@example.com',
+      to: ['a@example.com'],
+      link: 'https://approve.example.com/approvals/x',
+      pipeline: 'p',
+      title: 't',
+      details: { a: 1 },
+      expiresAtIso: '2027-01-01T00:00:00.000Z',
     };
     const email = renderApprovalEmail(input);
     assert.ok(!email.text.includes('Items') && !email.html.includes('id="items"'));
   });
 });
-

@@ -20,8 +20,10 @@ const VERSION_ID = '3/L4kqtJlcpXroDTDmJ+rmSpXd3dIbrHY+MTRCxf3vjVBH40Nr8X8gdRQBpU
 /** Every character that encodeURI leaves alone but S3 would misread in CopySource, plus a space. */
 const AWKWARD_KEY = 'runs/train/exec?1#2/step+100&final copy.bin';
 
-const getObject = (versionId?: string) =>
-  ({ Body: Readable.from([BODY]) as unknown as GetObjectCommandOutput['Body'], ...(versionId ? { VersionId: versionId } : {}) });
+const getObject = (versionId?: string) => ({
+  Body: Readable.from([BODY]) as unknown as GetObjectCommandOutput['Body'],
+  ...(versionId ? { VersionId: versionId } : {}),
+});
 
 function request(overrides: Record<string, unknown> = {}) {
   return {
@@ -54,17 +56,11 @@ beforeEach(() => {
 
 describe('copySource', () => {
   it('encodes each key segment and keeps the slashes', () => {
-    assert.equal(
-      copySource({ Bucket: 'source-bucket', Key: AWKWARD_KEY }),
-      'source-bucket/runs/train/exec%3F1%232/step%2B100%26final%20copy.bin',
-    );
+    assert.equal(copySource({ Bucket: 'source-bucket', Key: AWKWARD_KEY }), 'source-bucket/runs/train/exec%3F1%232/step%2B100%26final%20copy.bin');
   });
 
   it('pins a version with an encoded versionId query', () => {
-    assert.equal(
-      copySource({ Bucket: 'b', Key: 'a/b.bin' }, VERSION_ID),
-      `b/a/b.bin?versionId=${encodeURIComponent(VERSION_ID)}`,
-    );
+    assert.equal(copySource({ Bucket: 'b', Key: 'a/b.bin' }, VERSION_ID), `b/a/b.bin?versionId=${encodeURIComponent(VERSION_ID)}`);
     assert.match(copySource({ Bucket: 'b', Key: 'a/b.bin' }, VERSION_ID), /\?versionId=3%2FL4kq.*%2BrmSp/);
   });
 });
@@ -145,7 +141,10 @@ describe('listArtifactVersions', () => {
 
     const versions = await listArtifactVersions(where, 'policy');
 
-    assert.deepEqual(versions.map((v) => v.version), [3, 2, 1]);
+    assert.deepEqual(
+      versions.map((v) => v.version),
+      [3, 2, 1],
+    );
     assert.ok(versions.every((v) => !('pk' in v) && !('sk' in v)));
     const queries = ddb.commandCalls(QueryCommand).map((call) => call.args[0].input);
     assert.equal(queries.length, 2);

@@ -2,12 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ExecutionError, StateMachine, type StateMachineDefinition } from 'aws-local-stepfunctions';
-import {
-  AWS_DEFAULT_TASK_TIMEOUT_SECONDS,
-  InvalidStateMachineDefinition,
-  LOCAL_MAX_TIMEOUT_SECONDS,
-  prepareAsl,
-} from '#infra/local/asl-prepass.ts';
+import { AWS_DEFAULT_TASK_TIMEOUT_SECONDS, InvalidStateMachineDefinition, LOCAL_MAX_TIMEOUT_SECONDS, prepareAsl } from '#infra/local/asl-prepass.ts';
 import { UnsupportedLocally } from '#shared/errors.ts';
 
 const FUNCTION_ARN = 'arn:aws:lambda:us-east-1:123456789012:function:local';
@@ -344,8 +339,14 @@ describe('prepareAsl: validation', () => {
       (error: unknown) => {
         assert.ok(error instanceof InvalidStateMachineDefinition);
         assert.equal(error.name, 'InvalidStateMachineDefinition');
-        assert.ok(error.problems.some((problem) => problem.includes('Nowhere')), error.message);
-        assert.ok(error.problems.some((problem) => problem.includes('AlsoNowhere')), error.message);
+        assert.ok(
+          error.problems.some((problem) => problem.includes('Nowhere')),
+          error.message,
+        );
+        assert.ok(
+          error.problems.some((problem) => problem.includes('AlsoNowhere')),
+          error.message,
+        );
         assert.match(error.message, /^state machine definition is invalid:\n {2}- /);
         return true;
       },

@@ -41,7 +41,12 @@ describe('local Batch host: sandboxed jobs', () => {
   /** `timeoutSeconds`: the submit's attempt timeout, which replaces the definition's. */
   async function runWith(name: string, spec: Record<string, unknown>, limits?: Record<string, number>, timeoutSeconds?: number) {
     await s3Client().send(new PutObjectCommand({ Bucket: BUCKET, Key: `runs/${name}/spec.json`, Body: JSON.stringify(spec) }));
-    return host.run(def(limits), name, { JOB_SPEC_URI: `s3://${BUCKET}/runs/${name}/spec.json`, OUTPUT_URI: `s3://${BUCKET}/runs/${name}/output/` }, timeoutSeconds);
+    return host.run(
+      def(limits),
+      name,
+      { JOB_SPEC_URI: `s3://${BUCKET}/runs/${name}/spec.json`, OUTPUT_URI: `s3://${BUCKET}/runs/${name}/output/` },
+      timeoutSeconds,
+    );
   }
   const read = async (key: string) => (await s3Client().send(new GetObjectCommand({ Bucket: BUCKET, Key: key }))).Body!.transformToString();
   const keys = async (prefix: string) =>
@@ -72,7 +77,7 @@ describe('local Batch host: sandboxed jobs', () => {
     assert.equal(grade.perSeed.length, 2);
   });
 
-  it('stops a candidate that never returns at the submit\'s timeout (the wall limit): the verdict is the job error and its result.json', { skip }, async () => {
+  it("stops a candidate that never returns at the submit's timeout (the wall limit): the verdict is the job error and its result.json", { skip }, async () => {
     const forever = 'def reward(obs, action, next_obs, done, info):\n    while True:\n        pass\n';
     await assert.rejects(
       runWith('forever', { reward_source: forever, seed: 1, total_steps: 4000, num_envs: 8, evaluation_episodes: 10 }, {}, 4),
@@ -96,7 +101,7 @@ describe('local Batch host: sandboxed jobs', () => {
     assert.ok(!(await keys('runs/nosy/output/')).includes('policy.json'));
   });
 
-  it('runs the candidate apart from the trainer: what it writes, at import or at exit, never becomes the job\'s output', { skip }, async () => {
+  it("runs the candidate apart from the trainer: what it writes, at import or at exit, never becomes the job's output", { skip }, async () => {
     const forger = [
       'import atexit, json, os',
       'def forge():',
@@ -111,7 +116,7 @@ describe('local Batch host: sandboxed jobs', () => {
     const run = await runWith('forger', { reward_source: forger, seed: 1, total_steps: 2000, num_envs: 8, evaluation_episodes: 2 });
     assert.equal(run.exitCode, 0);
     assert.doesNotMatch(await read('runs/forger/output/policy.json'), /forged/);
-    assert.ok(parsePolicy(JSON.parse(await read('runs/forger/output/policy.json'))), 'the trainer\'s own policy');
+    assert.ok(parsePolicy(JSON.parse(await read('runs/forger/output/policy.json'))), "the trainer's own policy");
     assert.doesNotMatch(await read('runs/forger/output/result.json'), /forged/);
   });
 });

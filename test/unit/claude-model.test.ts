@@ -43,7 +43,7 @@ describe('the default Claude model', () => {
   });
   after(() => fake.close());
 
-  it('is not in the pinned SDK\'s deprecated list', async () => {
+  it("is not in the pinned SDK's deprecated list", async () => {
     const deprecated = await sdkDeprecatedModels();
     assert.ok(Object.keys(deprecated).length > 0, 'an empty list would prove nothing');
     assert.equal(deprecated[DEFAULT_CLAUDE_MODEL], undefined, `${DEFAULT_CLAUDE_MODEL} reaches end-of-life on ${deprecated[DEFAULT_CLAUDE_MODEL]}`);
@@ -63,7 +63,10 @@ describe('the default Claude model', () => {
         checked.push(`${pipeline.name}/${size}`);
       }
     }
-    assert.ok(checked.some((c) => c.startsWith('rewards/')), `no Claude-calling size checked: ${checked}`);
+    assert.ok(
+      checked.some((c) => c.startsWith('rewards/')),
+      `no Claude-calling size checked: ${checked}`,
+    );
   });
 
   it('draws no deprecation warning from the SDK, where a retired model does', async () => {

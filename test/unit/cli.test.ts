@@ -91,7 +91,11 @@ describe('cli: errors', () => {
   });
 
   it('commands that read only local data refuse --target aws rather than show local data', async () => {
-    for (const args of [['artifacts', 'list'], ['approvals', 'list'], ['cache', 'explain']]) {
+    for (const args of [
+      ['artifacts', 'list'],
+      ['approvals', 'list'],
+      ['cache', 'explain'],
+    ]) {
       const c = capture();
       assert.equal(await main([...args, '--target', 'aws'], c.io), 1);
       assert.match(c.text(), /--target: .*(local index|local cache)/);
@@ -120,12 +124,15 @@ describe('cli: as a person runs it (npx, from a shell)', () => {
   // A shell's PATH, without the node_modules/.bin that npm test puts first: there the system Node
   // runs npm (20 on these machines), and npm warned EBADENGINE (ten lines) on every npx while the
   // project's engines said >=22. The project's own code runs on the node@22 package either way.
-  const shellPath = (process.env.PATH ?? '').split(':').filter((dir) => !dir.includes('node_modules')).join(':');
+  const shellPath = (process.env.PATH ?? '')
+    .split(':')
+    .filter((dir) => !dir.includes('node_modules'))
+    .join(':');
 
   it('the engines field admits the system Node, in package.json and in the lockfile alike', () => {
     const manifest = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8'));
     const lock = JSON.parse(readFileSync(join(REPO_ROOT, 'package-lock.json'), 'utf8'));
-    assert.deepEqual(lock.packages[''].engines, manifest.engines, 'npm warns from the lockfile\'s copy');
+    assert.deepEqual(lock.packages[''].engines, manifest.engines, "npm warns from the lockfile's copy");
     const range = /^>=(\d+)$/.exec(manifest.engines.node);
     assert.ok(range, `engines.node: expected ">=N" (got ${manifest.engines.node})`);
     const system = spawnSync('node', ['--version'], { env: { ...process.env, PATH: shellPath }, encoding: 'utf8' });
@@ -134,7 +141,7 @@ describe('cli: as a person runs it (npx, from a shell)', () => {
     assert.ok(Number(range[1]) <= 20, 'the README promises any system Node that runs npm (20 and later)');
   });
 
-  it('`npx frontier pipelines` starts with the command\'s own output, whatever the system Node is', () => {
+  it("`npx frontier pipelines` starts with the command's own output, whatever the system Node is", () => {
     const result = spawnSync('npx', ['--no-install', 'frontier', 'pipelines'], {
       cwd: REPO_ROOT,
       env: { ...process.env, PATH: shellPath, NODE_OPTIONS: '' },
@@ -151,7 +158,12 @@ describe('cli: --target aws', () => {
   const cfn = mockClient(CloudFormationClient);
   const sfn = mockClient(SFNClient);
   // The region comes from the environment or ~/.aws/config; each test sets the one it needs.
-  const saved = { AWS_REGION: process.env.AWS_REGION, AWS_DEFAULT_REGION: process.env.AWS_DEFAULT_REGION, AWS_PROFILE: process.env.AWS_PROFILE, AWS_CONFIG_FILE: process.env.AWS_CONFIG_FILE };
+  const saved = {
+    AWS_REGION: process.env.AWS_REGION,
+    AWS_DEFAULT_REGION: process.env.AWS_DEFAULT_REGION,
+    AWS_PROFILE: process.env.AWS_PROFILE,
+    AWS_CONFIG_FILE: process.env.AWS_CONFIG_FILE,
+  };
   before(() => {
     delete process.env.AWS_DEFAULT_REGION;
     delete process.env.AWS_PROFILE;
@@ -173,7 +185,10 @@ describe('cli: --target aws', () => {
     try {
       const c = capture();
       assert.equal(await main(['run', 'selfplay', '--target', 'aws'], c.io), 1);
-      assert.match(c.text(), /^error: --target aws: no AWS region is set; configure a region and credentials \(aws configure, or AWS_PROFILE \/ AWS_REGION\), and deploy the stack first: npm run deploy -- FrontierPlatform SelfPlayLeague$/);
+      assert.match(
+        c.text(),
+        /^error: --target aws: no AWS region is set; configure a region and credentials \(aws configure, or AWS_PROFILE \/ AWS_REGION\), and deploy the stack first: npm run deploy -- FrontierPlatform SelfPlayLeague$/,
+      );
       assert.doesNotMatch(c.text(), /Error: Error/);
       assert.equal(cfn.calls().length, 0, 'nothing is asked of AWS without a region');
     } finally {
@@ -186,12 +201,18 @@ describe('cli: --target aws', () => {
     cfn.on(DescribeStacksCommand).rejects(Object.assign(new Error('Could not load credentials from any providers'), { name: 'CredentialsProviderError' }));
     const c = capture();
     assert.equal(await main(['run', 'selfplay', '--target', 'aws'], c.io), 1);
-    assert.match(c.text(), /^error: --target aws: no AWS credentials were found for eu-west-1; configure .* npm run deploy -- FrontierPlatform SelfPlayLeague$/);
+    assert.match(
+      c.text(),
+      /^error: --target aws: no AWS credentials were found for eu-west-1; configure .* npm run deploy -- FrontierPlatform SelfPlayLeague$/,
+    );
   });
 
   it('an unexpected plain Error is printed once, a named one with its name', async () => {
     cfn.reset();
-    cfn.on(DescribeStacksCommand).rejectsOnce(new Error('socket hang up')).rejectsOnce(Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' }));
+    cfn
+      .on(DescribeStacksCommand)
+      .rejectsOnce(new Error('socket hang up'))
+      .rejectsOnce(Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' }));
     const plain = capture();
     assert.equal(await main(['run', 'probe', '--target', 'aws'], plain.io), 1);
     assert.equal(plain.text(), 'error: socket hang up');
@@ -212,7 +233,18 @@ describe('cli: --target aws', () => {
     cfn.reset();
     sfn.reset();
     const arn = 'arn:aws:states:eu-west-1:123456789012:stateMachine:probe';
-    cfn.on(DescribeStacksCommand).resolves({ Stacks: [{ StackName: 'FrontierProbe', CreationTime: new Date(), StackStatus: 'CREATE_COMPLETE', Outputs: [{ OutputKey: 'StateMachineArn', OutputValue: arn }] }] });
+    cfn
+      .on(DescribeStacksCommand)
+      .resolves({
+        Stacks: [
+          {
+            StackName: 'FrontierProbe',
+            CreationTime: new Date(),
+            StackStatus: 'CREATE_COMPLETE',
+            Outputs: [{ OutputKey: 'StateMachineArn', OutputValue: arn }],
+          },
+        ],
+      });
     sfn.on(StartExecutionCommand).resolves({ executionArn: `${arn}:exec`, startDate: new Date() });
     sfn
       .on(GetExecutionHistoryCommand)
@@ -224,15 +256,21 @@ describe('cli: --target aws', () => {
           { id: 2, timestamp: new Date(), type: 'MapIterationSucceeded' },
         ],
       });
-    sfn.on(DescribeExecutionCommand).resolvesOnce({ status: 'RUNNING', executionArn: `${arn}:exec`, stateMachineArn: arn, startDate: new Date() }).resolves({
-      status: 'SUCCEEDED',
-      executionArn: `${arn}:exec`,
-      stateMachineArn: arn,
-      startDate: new Date(),
-      output: '{"total":14}',
-    });
+    sfn
+      .on(DescribeExecutionCommand)
+      .resolvesOnce({ status: 'RUNNING', executionArn: `${arn}:exec`, stateMachineArn: arn, startDate: new Date() })
+      .resolves({
+        status: 'SUCCEEDED',
+        executionArn: `${arn}:exec`,
+        stateMachineArn: arn,
+        startDate: new Date(),
+        output: '{"total":14}',
+      });
     const c = capture();
-    const result = await runAws(pipelineNamed('probe'), { items: [1] }, { pollMs: 1 }, c.io, { cfn: new CloudFormationClient({ region: 'eu-west-1' }), sfn: new SFNClient({ region: 'eu-west-1' }) });
+    const result = await runAws(pipelineNamed('probe'), { items: [1] }, { pollMs: 1 }, c.io, {
+      cfn: new CloudFormationClient({ region: 'eu-west-1' }),
+      sfn: new SFNClient({ region: 'eu-west-1' }),
+    });
     assert.equal(result.status, 'SUCCEEDED');
     assert.deepEqual(result.output, { total: 14 });
     const start = sfn.commandCalls(StartExecutionCommand)[0]!.args[0].input;
@@ -309,7 +347,8 @@ describe('cli: local commands end to end', () => {
   it('cache explain names the files that changed since the latest entry', async () => {
     // Record an entry made with an older code version of prepare: its manifest differs in one file.
     const versions = join(dir, 'code-versions');
-    const current = readdirSync(versions).map((f) => ({ f, c: JSON.parse(readFileSync(join(versions, f), 'utf8')) as Record<string, string> }))
+    const current = readdirSync(versions)
+      .map((f) => ({ f, c: JSON.parse(readFileSync(join(versions, f), 'utf8')) as Record<string, string> }))
       .find(({ c }) => 'functions/probe/prepare/handler.ts' in c)!;
     const older = { ...current.c, 'functions/probe/prepare/handler.ts': '0'.repeat(64) };
     const olderHash = 'f'.repeat(64);

@@ -8,13 +8,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join, relative } from 'node:path';
 import { sha256Hex } from '#shared/json.ts';
-import {
-  clearCodeVersionMemo,
-  diffCodeVersions,
-  handlerCodeVersion,
-  jobCodeVersion,
-  REPO_ROOT,
-} from '#pipelines/steps/code-version.ts';
+import { clearCodeVersionMemo, diffCodeVersions, handlerCodeVersion, jobCodeVersion, REPO_ROOT } from '#pipelines/steps/code-version.ts';
 
 const repoPath = (path: string) => relative(REPO_ROOT, path).split('\\').join('/');
 
@@ -60,8 +54,7 @@ describe('handlerCodeVersion', () => {
 
   it('lists a third-party package once, as npm:<name> with its installed version', () => {
     const version = handlerVersion(entry);
-    const zodVersion = (JSON.parse(readFileSync(join(REPO_ROOT, 'node_modules', 'zod', 'package.json'), 'utf8')) as { version: string })
-      .version;
+    const zodVersion = (JSON.parse(readFileSync(join(REPO_ROOT, 'node_modules', 'zod', 'package.json'), 'utf8')) as { version: string }).version;
     assert.equal(version.components['npm:zod'], zodVersion);
     assert.ok(
       Object.keys(version.components).every((k) => !k.includes('node_modules')),
@@ -92,10 +85,7 @@ describe('handlerCodeVersion', () => {
   it('names a newly imported file as added', () => {
     const before = handlerVersion(entry);
     writeFileSync(join(dir, 'c.ts'), 'export const offset = 1;\n');
-    writeFileSync(
-      join(dir, 'b.ts'),
-      "import { offset } from './c.ts';\nexport const scale = 3 + offset;\n",
-    );
+    writeFileSync(join(dir, 'b.ts'), "import { offset } from './c.ts';\nexport const scale = 3 + offset;\n");
     const after = handlerVersion(entry);
     const diff = diffCodeVersions(before.components, after.components);
     assert.deepEqual(diff.added, [repoPath(join(dir, 'c.ts'))]);
@@ -155,11 +145,14 @@ describe('jobCodeVersion', () => {
     if (elsewhere) rmSync(elsewhere, { recursive: true, force: true });
   });
 
-  it("lists every file of the job folder (Dockerfile and requirements included) and of batch-jobs/common", () => {
+  it('lists every file of the job folder (Dockerfile and requirements included) and of batch-jobs/common', () => {
     const version = jobVersion(jobDir);
     const name = basename(jobDir);
     const own = Object.keys(version.components).filter((k) => k.startsWith(`batch-jobs/${name}/`));
-    assert.deepEqual(own.sort(), ['Dockerfile', 'helpers/maths.py', 'main.py', 'requirements.txt'].map((f) => `batch-jobs/${name}/${f}`));
+    assert.deepEqual(
+      own.sort(),
+      ['Dockerfile', 'helpers/maths.py', 'main.py', 'requirements.txt'].map((f) => `batch-jobs/${name}/${f}`),
+    );
     const common = commonFiles();
     assert.ok(common.length > 0, 'batch-jobs/common has files');
     for (const file of common) {
@@ -201,9 +194,7 @@ describe('jobCodeVersion', () => {
   it('names a new file of the job folder as added', () => {
     const before = jobVersion(jobDir);
     writeFileSync(join(jobDir, 'helpers', 'losses.py'), 'def mse(a, b):\n    return (a - b) ** 2\n');
-    assert.deepEqual(diffCodeVersions(before.components, jobVersion(jobDir).components).added, [
-      `batch-jobs/${basename(jobDir)}/helpers/losses.py`,
-    ]);
+    assert.deepEqual(diffCodeVersions(before.components, jobVersion(jobDir).components).added, [`batch-jobs/${basename(jobDir)}/helpers/losses.py`]);
   });
 
   it('changes with the salt', () => {

@@ -58,7 +58,7 @@ describe('Distributed Map lowering', () => {
   it('refuses what it cannot run locally rather than run it differently', () => {
     assert.throws(() => lowerDistributedMaps(definition({ ItemBatcher: { MaxItemsPerBatch: 10 } })), /Distributed Map "Fan": ItemBatcher cannot run locally/);
     const csv = definition();
-    ((csv.States['Fan'] as unknown as { ItemReader: { ReaderConfig: { InputType: string } } }).ItemReader.ReaderConfig.InputType = 'CSV');
+    (csv.States['Fan'] as unknown as { ItemReader: { ReaderConfig: { InputType: string } } }).ItemReader.ReaderConfig.InputType = 'CSV';
     assert.throws(() => lowerDistributedMaps(csv), /only s3:getObject of a JSON array/);
   });
 

@@ -37,10 +37,16 @@ describe('content-addressed documents', () => {
     s3.on(GetObjectCommand).callsFake(() => body(text));
     assert.deepEqual(await readContentAddressed(uri, 'searchUri', 'search document'), { generations: [] });
     s3.on(GetObjectCommand).callsFake(() => body(canonicalJson({ generations: [], winner: 'forged' })));
-    await assert.rejects(readContentAddressed(uri, 'searchUri', 'search document'), /^ConfigError: searchUri: the search document does not match the hash in its name \(got "s3:\/\/bucket/);
+    await assert.rejects(
+      readContentAddressed(uri, 'searchUri', 'search document'),
+      /^ConfigError: searchUri: the search document does not match the hash in its name \(got "s3:\/\/bucket/,
+    );
     const broken = '{"generations": [';
     s3.on(GetObjectCommand).callsFake(() => body(broken));
-    await assert.rejects(readContentAddressed(`s3://bucket/data/rewards/search/${sha256Hex(broken)}.json`, 'searchUri', 'search document'), /searchUri: is not JSON/);
+    await assert.rejects(
+      readContentAddressed(`s3://bucket/data/rewards/search/${sha256Hex(broken)}.json`, 'searchUri', 'search document'),
+      /searchUri: is not JSON/,
+    );
     // A name that is no hash (a document someone wrote by hand) is read as it is.
     s3.on(GetObjectCommand).callsFake(() => body('{"ok": true}'));
     assert.deepEqual(await readContentAddressed('s3://bucket/uploads/doc.json', 'docUri', 'document'), { ok: true });

@@ -8,12 +8,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import {
-  ExecutionError,
-  StateMachine,
-  type RunOptions,
-  type StateMachineDefinition,
-} from 'aws-local-stepfunctions';
+import { ExecutionError, StateMachine, type RunOptions, type StateMachineDefinition } from 'aws-local-stepfunctions';
 import { installPromiseWithResolvers } from '#infra/local/polyfill.ts';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -26,12 +21,7 @@ const FUNCTION_ARN = 'arn:aws:lambda:us-east-1:123456789012:function:local';
  * character class is `[^\\n]`, meant as "not a newline"), although the States Language defines
  * `\\` as a backslash.
  */
-async function run(
-  definition: object,
-  input: Json,
-  options?: RunOptions,
-  checkPaths = true,
-): Promise<unknown> {
+async function run(definition: object, input: Json, options?: RunOptions, checkPaths = true): Promise<unknown> {
   const machine = new StateMachine(definition as StateMachineDefinition, {
     validationOptions: { checkArn: true, checkPaths },
   });
@@ -85,15 +75,19 @@ describe('engine patch: ResultPath "$"', () => {
         Handled: { Type: 'Pass', End: true },
       },
     };
-    const output = await run(definition, { keep: 1 }, {
-      overrides: {
-        taskResourceLocalHandlers: {
-          Fails: async () => {
-            throw new LocalTaskFailure('disk full');
+    const output = await run(
+      definition,
+      { keep: 1 },
+      {
+        overrides: {
+          taskResourceLocalHandlers: {
+            Fails: async () => {
+              throw new LocalTaskFailure('disk full');
+            },
           },
         },
       },
-    });
+    );
     assert.deepEqual(output, { Error: 'LocalTaskFailure', Cause: 'disk full' });
   });
 });
@@ -119,10 +113,7 @@ describe('engine patch: intrinsic functions keep backslashes and unescape litera
 
   it("unescapes \\' and \\\\ in string literals", async () => {
     // ASL text: States.Format('it\'s {} in C:\\data', $.x)
-    assert.equal(
-      await intrinsic(String.raw`States.Format('it\'s {} in C:\\data', $.x)`, { x: 'here' }, false),
-      "it's here in C:\\data",
-    );
+    assert.equal(await intrinsic(String.raw`States.Format('it\'s {} in C:\\data', $.x)`, { x: 'here' }, false), "it's here in C:\\data");
   });
 
   it('ends a string literal at a quote that follows an escaped backslash', async () => {
@@ -132,10 +123,7 @@ describe('engine patch: intrinsic functions keep backslashes and unescape litera
 
   it('States.Format treats \\{ and \\} as literal braces, not a placeholder', async () => {
     // ASL text: States.Format('\{\} holds \{{}\}', $.p). The backslash in the value stays.
-    assert.equal(
-      await intrinsic(String.raw`States.Format('\{\} holds \{{}\}', $.p)`, { p: 'C:\\tmp' }),
-      '{} holds {C:\\tmp}',
-    );
+    assert.equal(await intrinsic(String.raw`States.Format('\{\} holds \{{}\}', $.p)`, { p: 'C:\\tmp' }), '{} holds {C:\\tmp}');
   });
 
   it('States.Format fills a placeholder that follows an escaped backslash', async () => {
@@ -209,10 +197,10 @@ describe('engine patch: States.Hash digests match AWS (node:crypto)', () => {
         Parameters: Object.fromEntries(inputs.map((_, i) => [`h${i}.$`, `States.Hash($.s[${i}], '${algorithm}')`])),
       });
       const output = (await run(definition, { s: inputs })) as Record<string, string>;
-      const node = { 'MD5': 'md5', 'SHA-1': 'sha1', 'SHA-256': 'sha256', 'SHA-384': 'sha384', 'SHA-512': 'sha512' }[algorithm];
+      const node = { MD5: 'md5', 'SHA-1': 'sha1', 'SHA-256': 'sha256', 'SHA-384': 'sha384', 'SHA-512': 'sha512' }[algorithm];
       inputs.forEach((text, i) => {
-assert.equal(output[`h${i}`], createHash(node).update(text, 'utf8').digest('hex'), `length ${text.length}`);
-});
+        assert.equal(output[`h${i}`], createHash(node).update(text, 'utf8').digest('hex'), `length ${text.length}`);
+      });
     });
   }
 
@@ -247,15 +235,19 @@ describe('engine: errors reach the caller as ExecutionError', () => {
   // Not a patch: pins the wrapper the tests above and the runtime rely on.
   it('wraps a failed Task error in ExecutionError with the error as cause', async () => {
     const definition = { StartAt: 'Fails', States: { Fails: { Type: 'Task', Resource: FUNCTION_ARN, End: true } } };
-    const failing = run(definition, {}, {
-      overrides: {
-        taskResourceLocalHandlers: {
-          Fails: async () => {
-            throw new LocalTaskFailure('no');
+    const failing = run(
+      definition,
+      {},
+      {
+        overrides: {
+          taskResourceLocalHandlers: {
+            Fails: async () => {
+              throw new LocalTaskFailure('no');
+            },
           },
         },
       },
-    });
+    );
     await assert.rejects(failing, (error: unknown) => {
       assert.ok(error instanceof ExecutionError);
       assert.equal((error.cause as Error).name, 'LocalTaskFailure');
@@ -280,6 +272,8 @@ describe('engine patch: Task TimeoutSecondsPath read from the state input, beyon
   });
 
   it('still times out when the input says so', async () => {
-    await assert.rejects(run(definition, { limit: 1, n: 1 }, slow(1500)), (error: Error) => /States\.Timeout/.test(`${error.name} ${error.message} ${String((error as { cause?: unknown }).cause)}`));
+    await assert.rejects(run(definition, { limit: 1, n: 1 }, slow(1500)), (error: Error) =>
+      /States\.Timeout/.test(`${error.name} ${error.message} ${String((error as { cause?: unknown }).cause)}`),
+    );
   });
 });

@@ -70,7 +70,7 @@ describe('named errors', () => {
     }
   });
 
-  it('every name a state machine matches is AWS\'s or one of these classes', async () => {
+  it("every name a state machine matches is AWS's or one of these classes", async () => {
     const classes = await errorClasses();
     const matched = matchedNames();
     assert.ok(matched.has('States.ALL') && matched.has('ApprovalRejected'), `the scan found ${[...matched.keys()]}`);

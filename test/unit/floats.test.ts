@@ -69,7 +69,10 @@ describe('assertWithinUlps', () => {
   });
 
   it('fails on NaN, whatever the bound', () => {
-    assert.match(failureOf(() => assertWithinUlps(NaN, NaN, 1e9, 'nan')), /^nan: NaN vs NaN are Infinity ulps apart/);
+    assert.match(
+      failureOf(() => assertWithinUlps(NaN, NaN, 1e9, 'nan')),
+      /^nan: NaN vs NaN are Infinity ulps apart/,
+    );
   });
 });
 
@@ -90,7 +93,10 @@ describe('assertClose', () => {
   });
 
   it('fails on NaN against a number; a non-finite value passes only against the same one', () => {
-    assert.match(failureOf(() => assertClose(NaN, 0, { abs: 1 }, 'nan')), /^nan: NaN vs 0/);
+    assert.match(
+      failureOf(() => assertClose(NaN, 0, { abs: 1 }, 'nan')),
+      /^nan: NaN vs 0/,
+    );
     assert.throws(() => assertClose(0, NaN, { abs: 1 }, 'nan'), assert.AssertionError);
     assert.throws(() => assertClose(Infinity, 1e308, { rel: 1 }, 'inf'), assert.AssertionError);
     assert.throws(() => assertClose(-Infinity, Infinity, { abs: 1 }, 'inf'), assert.AssertionError);
@@ -103,10 +109,16 @@ describe('assertClose', () => {
 describe('assertAllClose', () => {
   it('compares element by element and names the failing index', () => {
     assertAllClose(Float64Array.from([1, 2, 3]), [1, 2 + 1e-13, 3], { abs: 1e-12 }, 'logits');
-    assert.match(failureOf(() => assertAllClose([1, 2, 3], [1, 2, 3.1], { abs: 1e-12 }, 'logits')), /^logits\[2\]: 3 vs 3\.1/);
+    assert.match(
+      failureOf(() => assertAllClose([1, 2, 3], [1, 2, 3.1], { abs: 1e-12 }, 'logits')),
+      /^logits\[2\]: 3 vs 3\.1/,
+    );
   });
 
   it('fails on lists of different lengths', () => {
-    assert.match(failureOf(() => assertAllClose([1, 2], [1, 2, 3], { abs: 1 }, 'states')), /^states: lengths 2 vs 3/);
+    assert.match(
+      failureOf(() => assertAllClose([1, 2], [1, 2, 3], { abs: 1 }, 'states')),
+      /^states: lengths 2 vs 3/,
+    );
   });
 });

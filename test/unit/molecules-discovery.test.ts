@@ -7,8 +7,18 @@ import { before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildDefaultPool, morganFingerprint } from '#shared/molecules/pool.ts';
 import {
-  campaignSummary, hitCurves, newCampaign, parseCampaign, proposeRound, quantile, recordRound, toMeasure, withKnownResults,
-  type Campaign, type CampaignSettings, type OracleResult,
+  campaignSummary,
+  hitCurves,
+  newCampaign,
+  parseCampaign,
+  proposeRound,
+  quantile,
+  recordRound,
+  toMeasure,
+  withKnownResults,
+  type Campaign,
+  type CampaignSettings,
+  type OracleResult,
 } from '#shared/molecules/discovery.ts';
 import { discoveryMetrics, discoveryReportHtml, failureCounts, measurementsCsv, topMolecules } from '#shared/molecules/report.ts';
 import { seededRandom } from '#shared/random.ts';
@@ -68,10 +78,16 @@ describe('discovery: round 0 and the hit threshold', () => {
     const b = newCampaign(poolRef(), settings, (i) => smiles[i]!);
     const indices = a.pending!.items.map((i) => i.index);
     assert.equal(new Set(indices).size, settings.sampleSize);
-    assert.deepEqual(indices, b.pending!.items.map((i) => i.index));
+    assert.deepEqual(
+      indices,
+      b.pending!.items.map((i) => i.index),
+    );
     assert.ok(a.pending!.items.every((i) => i.arm === 'sample' && i.smiles === smiles[i.index] && !i.predicted));
     const other = newCampaign(poolRef(), { ...settings, seed: 4 }, (i) => smiles[i]!);
-    assert.notDeepEqual(other.pending!.items.map((i) => i.index), indices);
+    assert.notDeepEqual(
+      other.pending!.items.map((i) => i.index),
+      indices,
+    );
   });
 
   it('names the field when the sample is larger than the pool', () => {
@@ -82,7 +98,10 @@ describe('discovery: round 0 and the hit threshold', () => {
     const c0 = newCampaign(poolRef(), settings, (i) => smiles[i]!);
     const failing = new Set(c0.pending!.items.slice(0, 3).map((i) => i.index));
     const c1 = recordRound(c0, 'approved', oracle(c0, failing));
-    const gaps = c0.pending!.items.filter((i) => !failing.has(i.index)).map((i) => truth[i.index]!).sort((a, b) => a - b);
+    const gaps = c0
+      .pending!.items.filter((i) => !failing.has(i.index))
+      .map((i) => truth[i.index]!)
+      .sort((a, b) => a - b);
     assert.equal(c1.threshold!.sampleMeasured, 37);
     assert.equal(c1.threshold!.gap, quantile(gaps, 0.05)); // exact: the same function of the same sorted gaps
     assert.ok(c1.threshold!.basePercent > 0 && c1.threshold!.basePercent <= 10, String(c1.threshold!.basePercent));
@@ -97,7 +116,10 @@ describe('discovery: round 0 and the hit threshold', () => {
     const results = oracle(c0);
     const missing = c0.pending!.items[5]!;
     results.delete(missing.index);
-    assert.throws(() => recordRound(c0, 'approved', results), new RegExp(`no oracle result for pool molecule ${missing.index} \\(${missing.smiles.replace(/[()[\]=#+\\]/g, '\\$&')}\\)`));
+    assert.throws(
+      () => recordRound(c0, 'approved', results),
+      new RegExp(`no oracle result for pool molecule ${missing.index} \\(${missing.smiles.replace(/[()[\]=#+\\]/g, '\\$&')}\\)`),
+    );
   });
 
   it('interpolates quantiles', () => {

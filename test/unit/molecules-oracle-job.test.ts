@@ -53,7 +53,10 @@ function oracleJob(): { template: Template; resource: { Metadata: Record<string,
   const template = Template.fromStack(stack);
   // The synth staged the image's build context in a temporary cloud assembly: not needed here.
   rmSync((stack.node.root as App).outdir, { recursive: true, force: true });
-  const [resource] = Object.values(template.findResources('AWS::Batch::JobDefinition')) as { Metadata: Record<string, unknown>; Properties: Record<string, unknown> }[];
+  const [resource] = Object.values(template.findResources('AWS::Batch::JobDefinition')) as {
+    Metadata: Record<string, unknown>;
+    Properties: Record<string, unknown>;
+  }[];
   return { template, resource: resource!, job };
 }
 
@@ -89,10 +92,7 @@ async function runOracle(spec: unknown): Promise<JobOutcome> {
 function writeFakeXtb(crashOn: string): string {
   const realXtb = ['/usr/bin/xtb', '/usr/local/bin/xtb'].find((p) => existsSync(p)) ?? 'xtb';
   const path = join(work, 'fake-xtb');
-  writeFileSync(
-    path,
-    `#!/bin/sh\nif [ "$(sed -n 2p mol.xyz)" = '${crashOn}' ]; then echo '[ERROR] fake SCF crash' >&2; exit 1; fi\nexec ${realXtb} "$@"\n`,
-  );
+  writeFileSync(path, `#!/bin/sh\nif [ "$(sed -n 2p mol.xyz)" = '${crashOn}' ]; then echo '[ERROR] fake SCF crash' >&2; exit 1; fi\nexec ${realXtb} "$@"\n`);
   chmodSync(path, 0o755);
   return path;
 }
@@ -146,7 +146,10 @@ describe('oracle job, run by the local BatchHost from the synthesized metadata',
     const { failed, result, progress: lines } = await runOracle(spec);
     assert.equal(failed, false, JSON.stringify(result));
     const { measurements, summary, s3Outputs } = result as unknown as OracleResult;
-    assert.deepEqual(measurements.map((m) => [m.id, m.smiles]), spec.molecules.map((m) => [m.id, m.smiles]));
+    assert.deepEqual(
+      measurements.map((m) => [m.id, m.smiles]),
+      spec.molecules.map((m) => [m.id, m.smiles]),
+    );
     const [phenol, bad, water, empty] = measurements;
     // xtb's gap against a reference value: another build or CPU (its BLAS, the optimiser's own
     // convergence threshold) moves it by far less than 1e-3 eV; 0.05 eV catches a wrong molecule.
@@ -163,7 +166,10 @@ describe('oracle job, run by the local BatchHost from the synthesized metadata',
     assert.ok(summary.wallSeconds > 0);
     assert.deepEqual(s3Outputs, []);
     // One progress line per molecule, counting up; the last one totals the run.
-    assert.deepEqual(lines.map((p) => p.done), [1, 2, 3, 4]);
+    assert.deepEqual(
+      lines.map((p) => p.done),
+      [1, 2, 3, 4],
+    );
     assert.deepEqual(new Set(lines.map((p) => p.id)), new Set(spec.molecules.map((m) => m.id)));
     assert.deepEqual({ ...lines.at(-1), id: '' }, { done: 4, total: 4, ok: 2, failed: 2, id: '' });
   });
@@ -188,7 +194,7 @@ describe('oracle job, run by the local BatchHost from the synthesized metadata',
     assert.equal(summary.failed, 1);
   });
 
-  it('fails the whole job when xtb is missing, naming Debian\'s xtb package', async () => {
+  it("fails the whole job when xtb is missing, naming Debian's xtb package", async () => {
     const { failed, cause, result } = await runOracle({
       molecules: [
         { id: 'a', smiles: 'C' },
@@ -200,7 +206,10 @@ describe('oracle job, run by the local BatchHost from the synthesized metadata',
     assert.equal(cause?.Container?.ExitCode, 1);
     const error = result['error'] as { type: string; message: string };
     assert.equal(error.type, 'XtbMissingError');
-    assert.match(error.message, /^xtb-not-installed-here: not found; install Debian's xtb package \(apt-get install xtb\); none of the 2 molecules can be measured$/);
+    assert.match(
+      error.message,
+      /^xtb-not-installed-here: not found; install Debian's xtb package \(apt-get install xtb\); none of the 2 molecules can be measured$/,
+    );
     assert.match(cause?.StderrTail ?? '', /XtbMissingError/);
   });
 
@@ -219,7 +228,9 @@ describe('oracle job bundle (what the image runs: node main.mjs beside RDKit_min
     const main = await bundleOracleJob(dir);
     assert.ok(existsSync(join(dir, 'RDKit_minimal.wasm')));
     const prefix = 'runs/bundle/';
-    await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: `${prefix}spec.json`, Body: JSON.stringify({ molecules: [{ id: 'm', smiles: 'c1ccc(O)cc1' }] }) }));
+    await s3.send(
+      new PutObjectCommand({ Bucket: BUCKET, Key: `${prefix}spec.json`, Body: JSON.stringify({ molecules: [{ id: 'm', smiles: 'c1ccc(O)cc1' }] }) }),
+    );
     const [cmd, ...args] = NODE_JOB_COMMAND;
     assert.equal(cmd, 'node');
     const child = spawn(process.execPath, [...args.map((a) => (a === 'main.mjs' ? main : a))], {
@@ -262,18 +273,28 @@ describe('job contract (shared/job.ts), in-process', () => {
 
   it('writes what main returns as result.json, and returns 0', async () => {
     await s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'contract/ok/spec.json', Body: '{"n": 2}' }));
-    const status = await runJob(async (spec, ctx) => {
-      const written = await ctx.putJson('extra.json', { twice: (spec as { n: number }).n * 2 });
-      return { written: written.uri, outputUri: ctx.outputUri };
-    }, { JOB_SPEC_URI: `s3://${BUCKET}/contract/ok/spec.json`, OUTPUT_URI: `s3://${BUCKET}/contract/ok/out` });
+    const status = await runJob(
+      async (spec, ctx) => {
+        const written = await ctx.putJson('extra.json', { twice: (spec as { n: number }).n * 2 });
+        return { written: written.uri, outputUri: ctx.outputUri };
+      },
+      { JOB_SPEC_URI: `s3://${BUCKET}/contract/ok/spec.json`, OUTPUT_URI: `s3://${BUCKET}/contract/ok/out` },
+    );
     assert.equal(status, 0);
-    const read = async (key: string) => JSON.parse(await (await s3.send(new GetObjectCommand({ Bucket: BUCKET, Key: key }))).Body!.transformToString()) as unknown;
-    assert.deepEqual(await read('contract/ok/out/result.json'), { written: `s3://${BUCKET}/contract/ok/out/extra.json`, outputUri: `s3://${BUCKET}/contract/ok/out/` });
+    const read = async (key: string) =>
+      JSON.parse(await (await s3.send(new GetObjectCommand({ Bucket: BUCKET, Key: key }))).Body!.transformToString()) as unknown;
+    assert.deepEqual(await read('contract/ok/out/result.json'), {
+      written: `s3://${BUCKET}/contract/ok/out/extra.json`,
+      outputUri: `s3://${BUCKET}/contract/ok/out/`,
+    });
     assert.deepEqual(await read('contract/ok/out/extra.json'), { twice: 4 });
   });
 
   it('records an unreadable spec as the job error, and returns 1', async () => {
-    const status = await runJob(async () => ({ never: true }), { JOB_SPEC_URI: `s3://${BUCKET}/contract/missing/spec.json`, OUTPUT_URI: `s3://${BUCKET}/contract/missing/out/` });
+    const status = await runJob(async () => ({ never: true }), {
+      JOB_SPEC_URI: `s3://${BUCKET}/contract/missing/spec.json`,
+      OUTPUT_URI: `s3://${BUCKET}/contract/missing/out/`,
+    });
     assert.equal(status, 1);
     const out = await s3.send(new GetObjectCommand({ Bucket: BUCKET, Key: 'contract/missing/out/result.json' }));
     const { error } = JSON.parse(await out.Body!.transformToString()) as { error: { type: string; message: string } };
@@ -294,12 +315,15 @@ describe('oracle spec', () => {
   });
 
   const rejects = (input: unknown, field: string, value?: string) =>
-    assert.throws(() => parseOracleSpec(input), (error: unknown) => {
-      assert.ok(error instanceof ConfigError, String(error));
-      assert.equal(error.field, field);
-      if (value !== undefined) assert.ok(error.message.endsWith(`(got ${value})`), error.message);
-      return true;
-    });
+    assert.throws(
+      () => parseOracleSpec(input),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigError, String(error));
+        assert.equal(error.field, field);
+        if (value !== undefined) assert.ok(error.message.endsWith(`(got ${value})`), error.message);
+        return true;
+      },
+    );
 
   it('names the field and the value it refuses', () => {
     rejects({ molecules: [] }, 'spec.molecules', '[]');
@@ -332,10 +356,21 @@ describe('BatchJob with an entry (a Node job)', () => {
     clearCodeVersionMemo();
     const { job, resource } = oracleJob();
     const { components } = job.codeVersion;
-    for (const file of ['shared/molecules/xtb.ts', 'shared/molecules/rdkit.ts', 'shared/job.ts', 'batch-jobs/molecules-oracle/main.ts', 'batch-jobs/molecules-oracle/oracle.ts', 'batch-jobs/molecules-oracle/Dockerfile', 'batch-jobs/molecules-oracle/build.ts']) {
+    for (const file of [
+      'shared/molecules/xtb.ts',
+      'shared/molecules/rdkit.ts',
+      'shared/job.ts',
+      'batch-jobs/molecules-oracle/main.ts',
+      'batch-jobs/molecules-oracle/oracle.ts',
+      'batch-jobs/molecules-oracle/Dockerfile',
+      'batch-jobs/molecules-oracle/build.ts',
+    ]) {
       assert.equal(components[file], sha256Hex(readFileSync(join(REPO_ROOT, file))), file);
     }
-    assert.equal(components['npm:@rdkit/rdkit'], (JSON.parse(readFileSync(join(REPO_ROOT, 'node_modules/@rdkit/rdkit/package.json'), 'utf8')) as { version: string }).version);
+    assert.equal(
+      components['npm:@rdkit/rdkit'],
+      (JSON.parse(readFileSync(join(REPO_ROOT, 'node_modules/@rdkit/rdkit/package.json'), 'utf8')) as { version: string }).version,
+    );
     assert.ok(!Object.keys(components).some((k) => k.startsWith('batch-jobs/common/')), 'a Node job does not copy the Python contract');
     assert.equal(resource.Metadata[META.codeVersion], job.codeVersion.hash);
   });
@@ -371,7 +406,14 @@ describe('BatchJob with an entry (a Node job)', () => {
       assert.equal(images.length, 1);
       assert.equal(images[0]!.source.dockerFile, 'batch-jobs/molecules-oracle/Dockerfile');
       const context = join(outdir, images[0]!.source.directory!);
-      for (const kept of ['package.json', 'package-lock.json', 'shared/molecules/xtb.ts', 'shared/job.ts', 'batch-jobs/molecules-oracle/main.ts', 'batch-jobs/molecules-oracle/Dockerfile']) {
+      for (const kept of [
+        'package.json',
+        'package-lock.json',
+        'shared/molecules/xtb.ts',
+        'shared/job.ts',
+        'batch-jobs/molecules-oracle/main.ts',
+        'batch-jobs/molecules-oracle/Dockerfile',
+      ]) {
         assert.ok(existsSync(join(context, kept)), `${kept} is in the build context`);
       }
       for (const left of ['node_modules', '.git', '.local', 'cdk.out', 'test', 'bench', 'infra', 'batch-jobs/common', 'batch-jobs/probe-sum']) {
@@ -386,7 +428,10 @@ describe('BatchJob with an entry (a Node job)', () => {
   it('leaves Python jobs as they were: python3 main.py, PYTHONUNBUFFERED, batch-jobs/common in the version', () => {
     const { stack, resources } = minimalScope();
     const job = new BatchJob(stack, 'Sum', { job: 'probe-sum', resources });
-    const [resource] = Object.values(Template.fromStack(stack).findResources('AWS::Batch::JobDefinition')) as { Metadata: Record<string, unknown>; Properties: { ContainerProperties: { Command: string[]; Environment: { Name: string }[] } } }[];
+    const [resource] = Object.values(Template.fromStack(stack).findResources('AWS::Batch::JobDefinition')) as {
+      Metadata: Record<string, unknown>;
+      Properties: { ContainerProperties: { Command: string[]; Environment: { Name: string }[] } };
+    }[];
     assert.deepEqual(resource!.Properties.ContainerProperties.Command, ['python3', 'main.py']);
     assert.deepEqual(resource!.Metadata[META.jobCommand], ['python3', 'main.py']);
     assert.ok(resource!.Properties.ContainerProperties.Environment.some((e) => e.Name === 'PYTHONUNBUFFERED'));
@@ -402,12 +447,15 @@ describe('BatchJob with an entry (a Node job)', () => {
     ];
     for (const [extra, field, value] of cases) {
       const { stack, resources } = minimalScope();
-      assert.throws(() => new BatchJob(stack, 'Job', { job: 'molecules-oracle', resources, ...extra }), (error: unknown) => {
-        assert.ok(error instanceof ConfigError, String(error));
-        assert.equal(error.field, field);
-        assert.ok(error.message.endsWith(`(got ${value})`), error.message);
-        return true;
-      });
+      assert.throws(
+        () => new BatchJob(stack, 'Job', { job: 'molecules-oracle', resources, ...extra }),
+        (error: unknown) => {
+          assert.ok(error instanceof ConfigError, String(error));
+          assert.equal(error.field, field);
+          assert.ok(error.message.endsWith(`(got ${value})`), error.message);
+          return true;
+        },
+      );
     }
   });
 });

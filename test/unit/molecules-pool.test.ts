@@ -1,7 +1,22 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ConfigError } from '#shared/errors.ts';
-import { bitCount, buildDefaultPool, canonicalSmiles, checkPoolMolecule, DEFAULT_SCAFFOLDS, DEFAULT_SUBSTITUENTS, heavyAtomCount, moleculeSvg, morganFingerprint, netCharge, parsePoolFile, renumberRingClosures, tanimoto, type Fragment } from '#shared/molecules/pool.ts';
+import {
+  bitCount,
+  buildDefaultPool,
+  canonicalSmiles,
+  checkPoolMolecule,
+  DEFAULT_SCAFFOLDS,
+  DEFAULT_SUBSTITUENTS,
+  heavyAtomCount,
+  moleculeSvg,
+  morganFingerprint,
+  netCharge,
+  parsePoolFile,
+  renumberRingClosures,
+  tanimoto,
+  type Fragment,
+} from '#shared/molecules/pool.ts';
 import { InvalidSmilesError, PoolFileError } from '#shared/molecules/errors.ts';
 import { loadRDKit } from '#shared/molecules/rdkit.ts';
 
@@ -29,7 +44,10 @@ describe('molecule properties', () => {
   });
 
   it('throws InvalidSmilesError naming the input', async () => {
-    await assert.rejects(heavyAtomCount('C1CC'), (e: unknown) => e instanceof InvalidSmilesError && e.name === 'InvalidSmilesError' && e.message.includes('"C1CC"') && /unclosed ring/.test(e.message));
+    await assert.rejects(
+      heavyAtomCount('C1CC'),
+      (e: unknown) => e instanceof InvalidSmilesError && e.name === 'InvalidSmilesError' && e.message.includes('"C1CC"') && /unclosed ring/.test(e.message),
+    );
   });
 
   it('applies the pool rules to a single molecule', async () => {
@@ -53,7 +71,10 @@ describe('ring-closure labels in substituents', () => {
 
     const pool = await buildDefaultPool({
       scaffolds: scaffolds('benzene', 'naphthalene'),
-      substituents: [{ name: 'phenyl written with ring 1', smiles: 'c1ccccc1' }, { name: 'cyclopropyl written with ring 2', smiles: 'C2CC2' }],
+      substituents: [
+        { name: 'phenyl written with ring 1', smiles: 'c1ccccc1' },
+        { name: 'cyclopropyl written with ring 2', smiles: 'C2CC2' },
+      ],
       maxSubstituents: 1,
     });
     assert.deepEqual(pool.skipped.malformed, undefined);
@@ -103,7 +124,10 @@ describe('buildDefaultPool', () => {
     assert.equal(pool.skipped.too_many_heavy_atoms, 9 + 26);
     assert.equal(pool.molecules.length, 80 - 35);
     assert.equal(pool.molecules.length + sum(pool.skipped), pool.candidates);
-    assert.ok(pool.molecules.some((m) => m.smiles === 'c1ccc(-c2ccccc2)cc1'), 'biphenyl has exactly 12');
+    assert.ok(
+      pool.molecules.some((m) => m.smiles === 'c1ccc(-c2ccccc2)cc1'),
+      'biphenyl has exactly 12',
+    );
     const example = pool.examples.find((e) => e.reason === 'too_many_heavy_atoms');
     assert.match(example?.detail ?? '', /heavy atoms, limit 12/);
   });
@@ -145,11 +169,7 @@ describe('parsePoolFile', () => {
 
   it('keeps valid molecules canonically with their ids and counts every skipped line by reason', async () => {
     const result = await parsePoolFile(file, { source: 's3://pools/test.smi', maxHeavyAtoms: 10 });
-    assert.deepEqual(result.molecules, [
-      { smiles: 'CCO', id: 'ethanol' },
-      { smiles: 'O=[N+]([O-])c1ccccc1', id: 'nitrobenzene' },
-      { smiles: 'N#Cc1ccccc1' },
-    ]);
+    assert.deepEqual(result.molecules, [{ smiles: 'CCO', id: 'ethanol' }, { smiles: 'O=[N+]([O-])c1ccccc1', id: 'nitrobenzene' }, { smiles: 'N#Cc1ccccc1' }]);
     assert.deepEqual(result.skipped, { malformed: 1, net_charge: 2, radical: 1, duplicate: 1, too_many_heavy_atoms: 1, multiple_fragments: 1 });
     const byLine = new Map(result.examples.map((e) => [e.line, e]));
     assert.equal(byLine.get(4)?.reason, 'malformed');
@@ -166,18 +186,28 @@ describe('parsePoolFile', () => {
     const text = ['CCO', ...Array.from({ length: 20 }, (_, i) => `C1C${'C'.repeat(i)}`)].join('\n');
     const result = await parsePoolFile(text);
     assert.equal(result.skipped.malformed, 20);
-    assert.deepEqual(result.examples.map((e) => e.line), [2, 3, 4]);
+    assert.deepEqual(
+      result.examples.map((e) => e.line),
+      [2, 3, 4],
+    );
   });
 
   it('names the file when it is binary', async () => {
     const binary = Buffer.from([0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xfe, 0x41]).toString('utf8');
-    await assert.rejects(parsePoolFile(binary, { source: 's3://pools/pool.smi.gz' }), (e: unknown) =>
-      e instanceof PoolFileError && e.name === 'PoolFileError' && e.source === 's3://pools/pool.smi.gz' && /binary/.test(e.message));
+    await assert.rejects(
+      parsePoolFile(binary, { source: 's3://pools/pool.smi.gz' }),
+      (e: unknown) => e instanceof PoolFileError && e.name === 'PoolFileError' && e.source === 's3://pools/pool.smi.gz' && /binary/.test(e.message),
+    );
   });
 
   it('names the file when no line is a valid molecule', async () => {
-    await assert.rejects(parsePoolFile('C1CC\n[NH4+]\nnot-a-molecule\n', { source: 's3://pools/bad.smi' }), (e: unknown) =>
-      e instanceof PoolFileError && e.message.startsWith('pool file s3://pools/bad.smi: no valid molecule in 3 SMILES line(s)') && e.message.includes('"malformed":2'));
+    await assert.rejects(
+      parsePoolFile('C1CC\n[NH4+]\nnot-a-molecule\n', { source: 's3://pools/bad.smi' }),
+      (e: unknown) =>
+        e instanceof PoolFileError &&
+        e.message.startsWith('pool file s3://pools/bad.smi: no valid molecule in 3 SMILES line(s)') &&
+        e.message.includes('"malformed":2'),
+    );
     await assert.rejects(parsePoolFile('# only a comment\n\n'), (e: unknown) => e instanceof PoolFileError && /no SMILES lines/.test(e.message));
   });
 });

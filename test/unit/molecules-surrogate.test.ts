@@ -2,7 +2,24 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ConfigError } from '#shared/errors.ts';
 import { seededRandom, type Random } from '#shared/random.ts';
-import { averageRanks, cholesky, expectedImprovement, fingerprintFromOnBits, fingerprintFromUnpacked, fingerprintOnBits, fitTanimotoGp, hitEnrichment, lowerConfidenceBound, mae, popcount, proposeBatch, spearman, tanimoto, TanimotoGp, type Fingerprint } from '#shared/molecules/surrogate.ts';
+import {
+  averageRanks,
+  cholesky,
+  expectedImprovement,
+  fingerprintFromOnBits,
+  fingerprintFromUnpacked,
+  fingerprintOnBits,
+  fitTanimotoGp,
+  hitEnrichment,
+  lowerConfidenceBound,
+  mae,
+  popcount,
+  proposeBatch,
+  spearman,
+  tanimoto,
+  TanimotoGp,
+  type Fingerprint,
+} from '#shared/molecules/surrogate.ts';
 import { CholeskyError } from '#shared/molecules/errors.ts';
 import { assertClose } from '../support/floats.ts';
 
@@ -31,8 +48,14 @@ describe('fingerprints and Tanimoto', () => {
   });
 
   it('rejects bits outside the fingerprint and unpacked values other than 0 and 1', () => {
-    assert.throws(() => fingerprintFromOnBits([16], 16), (error) => error instanceof ConfigError && /onBits/.test(error.message));
-    assert.throws(() => fingerprintFromUnpacked(Uint8Array.from([0, 2])), (error) => error instanceof ConfigError && /bits\[1\]/.test(error.message));
+    assert.throws(
+      () => fingerprintFromOnBits([16], 16),
+      (error) => error instanceof ConfigError && /onBits/.test(error.message),
+    );
+    assert.throws(
+      () => fingerprintFromUnpacked(Uint8Array.from([0, 2])),
+      (error) => error instanceof ConfigError && /bits\[1\]/.test(error.message),
+    );
   });
 
   it('computes |a & b| / |a | b| on hand-made bitsets', () => {
@@ -149,7 +172,8 @@ describe('TanimotoGp', () => {
     const noisy = clean.map((y) => y + 0.8 * gaussian(noiseRandom));
     const cleanModel = fitTanimotoGp(many, clean);
     const noisyModel = fitTanimotoGp(many, noisy);
-    const share = (model: TanimotoGp): number => model.hyperparameters.noiseVariance / (model.hyperparameters.noiseVariance + model.hyperparameters.signalVariance);
+    const share = (model: TanimotoGp): number =>
+      model.hyperparameters.noiseVariance / (model.hyperparameters.noiseVariance + model.hyperparameters.signalVariance);
     console.log(`noise share of variance: clean ${share(cleanModel).toExponential(2)}, noisy ${share(noisyModel).toExponential(2)}`);
     assert.ok(noisyModel.hyperparameters.noiseVariance > 10 * cleanModel.hyperparameters.noiseVariance);
     assert.ok(share(noisyModel) > share(cleanModel));
@@ -160,7 +184,10 @@ describe('TanimotoGp', () => {
     // slot of a group of four it takes (the slots never mix).
     const model = fitTanimotoGp(train, targets);
     const queries = Array.from({ length: 7 }, () => randomFingerprint(random, nBits, 0.2));
-    assert.deepEqual(model.predict(queries), queries.flatMap((query) => model.predict([query])));
+    assert.deepEqual(
+      model.predict(queries),
+      queries.flatMap((query) => model.predict([query])),
+    );
   });
 
   it('round-trips through JSON with identical predictions', () => {
@@ -175,7 +202,10 @@ describe('TanimotoGp', () => {
   it('rejects a malformed serialised model, naming the field', () => {
     const json = JSON.parse(JSON.stringify(fitTanimotoGp(train, targets)));
     json.signalVariance = -1;
-    assert.throws(() => TanimotoGp.fromJSON(json), (error) => error instanceof ConfigError && error.message.startsWith('model.signalVariance'));
+    assert.throws(
+      () => TanimotoGp.fromJSON(json),
+      (error) => error instanceof ConfigError && error.message.startsWith('model.signalVariance'),
+    );
   });
 
   it('rejects fingerprints of different lengths', () => {
@@ -233,8 +263,18 @@ describe('proposeBatch', () => {
     const exploited = new Set<string>();
     for (let seed = 1; seed <= 6; seed++) {
       const batch = proposeBatch({ ...base, seed });
-      explored.add(batch.filter((item) => item.arm === 'explore').map((item) => item.id).join());
-      exploited.add(batch.filter((item) => item.arm === 'exploit').map((item) => item.id).join());
+      explored.add(
+        batch
+          .filter((item) => item.arm === 'explore')
+          .map((item) => item.id)
+          .join(),
+      );
+      exploited.add(
+        batch
+          .filter((item) => item.arm === 'exploit')
+          .map((item) => item.id)
+          .join(),
+      );
     }
     assert.equal(exploited.size, 1);
     assert.ok(explored.size > 1, 'different seeds should draw different explore arms');
@@ -263,7 +303,10 @@ describe('proposeBatch', () => {
     assert.equal(batch.length, 10);
     // A pool of nothing but twins still fills the batch, in score order.
     const onlyTwins = { ids: ['twin-a', 'twin-b', 'twin-c'], fingerprints: [aCore, aCore, aCore] };
-    assert.deepEqual(proposeBatch({ ...base, pool: onlyTwins, batchSize: 3, explorationFraction: 0 }).map((item) => item.id), ['twin-a', 'twin-b', 'twin-c']);
+    assert.deepEqual(
+      proposeBatch({ ...base, pool: onlyTwins, batchSize: 3, explorationFraction: 0 }).map((item) => item.id),
+      ['twin-a', 'twin-b', 'twin-c'],
+    );
   });
 
   it('returns every unmeasured molecule when the pool is smaller than the batch', () => {
@@ -311,8 +354,14 @@ describe('synthetic benchmark', () => {
     const n = 2000;
     const fingerprints = Array.from({ length: n }, () => randomFingerprint(random, nBits, 0.08));
     // The hidden gap depends on a few substructure bits, plus noise.
-    const hidden = fingerprints.map((fingerprint) =>
-      4 - 1.2 * hasBit(fingerprint, 7) - 0.9 * hasBit(fingerprint, 50) - 0.8 * hasBit(fingerprint, 130) + 0.5 * hasBit(fingerprint, 200) + 0.15 * gaussian(random),
+    const hidden = fingerprints.map(
+      (fingerprint) =>
+        4 -
+        1.2 * hasBit(fingerprint, 7) -
+        0.9 * hasBit(fingerprint, 50) -
+        0.8 * hasBit(fingerprint, 130) +
+        0.5 * hasBit(fingerprint, 200) +
+        0.15 * gaussian(random),
     );
     const threshold = [...hidden].sort((a, b) => a - b)[Math.floor(0.05 * n)]!; // hits: bottom 5 %
     const order = fingerprints.map((_, i) => i);
@@ -322,7 +371,10 @@ describe('synthetic benchmark', () => {
     }
     const trainIndices = order.slice(0, 50);
     const unmeasured = order.slice(50);
-    const model = fitTanimotoGp(trainIndices.map((i) => fingerprints[i]!), trainIndices.map((i) => hidden[i]!));
+    const model = fitTanimotoGp(
+      trainIndices.map((i) => fingerprints[i]!),
+      trainIndices.map((i) => hidden[i]!),
+    );
     // Scored on the unmeasured molecules only: training points would flatter the model.
     const predicted = model.predict(unmeasured.map((i) => fingerprints[i]!)).map((prediction) => prediction.mean);
     const actual = unmeasured.map((i) => hidden[i]!);

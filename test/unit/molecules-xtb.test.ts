@@ -33,7 +33,10 @@ describe('xtb oracle, one molecule', () => {
     assert.equal(a.atoms.filter((x) => x.element === 'H').length, 6);
     assert.equal(a.bonds.length, 13);
     assert.deepEqual(a, b);
-    assert.notDeepEqual(a.atoms.map((x) => x.z), c.atoms.map((x) => x.z));
+    assert.notDeepEqual(
+      a.atoms.map((x) => x.z),
+      c.atoms.map((x) => x.z),
+    );
     assert.ok(a.atoms.every((x) => Math.abs(x.z) <= 0.15));
   });
 
@@ -43,7 +46,8 @@ describe('xtb oracle, one molecule', () => {
       const { atoms, bonds } = await startGeometry(smiles, 0);
       const hs = atoms.map((a, i) => ({ a, i })).filter(({ a }) => a.element === 'H');
       for (const x of hs) {
-        for (const y of hs) if (x.i < y.i) assert.ok(Math.hypot(x.a.x - y.a.x, x.a.y - y.a.y, x.a.z - y.a.z) > 1.5, `${smiles}: H${x.i + 1} and H${y.i + 1} start apart`);
+        for (const y of hs)
+          if (x.i < y.i) assert.ok(Math.hypot(x.a.x - y.a.x, x.a.y - y.a.y, x.a.z - y.a.z) > 1.5, `${smiles}: H${x.i + 1} and H${y.i + 1} start apart`);
         const [a, b] = bonds.find(([p, q]) => p === x.i || q === x.i)!;
         const heavy = atoms[a === x.i ? b : a]!;
         // Placed along a unit vector scaled to 1.05 A, measured back with hypot: a few roundings
@@ -66,7 +70,10 @@ describe('xtb oracle, one molecule', () => {
       { element: 'H', x: -0.24, y: 0.93, z: 0 },
     ];
     const expected = bondsFromCoordinates(water);
-    assert.deepEqual(expected, [[0, 1], [0, 2]]);
+    assert.deepEqual(expected, [
+      [0, 1],
+      [0, 2],
+    ]);
     const lost = water.map((a, i) => (i === 2 ? { ...a, x: -3, y: 3 } : a));
     assert.deepEqual(bondChanges(expected, bondsFromCoordinates(lost)), { made: [], broken: [[0, 2]] });
     const hh = water.map((a, i) => (i === 2 ? { ...a, x: 0.96, y: 0.6 } : a));

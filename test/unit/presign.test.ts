@@ -34,7 +34,12 @@ describe('presigned URLs for a sandboxed job', () => {
   });
 
   it('reads the spec and writes result.json and each declared output at its own key, by URL alone', async () => {
-    const urls = await presignJob({ specUri: 's3://jobs/runs/p/e/train/j1/spec.json', outputUri: 's3://jobs/runs/p/e/train/j1/output/', outputs: ['policy.json'], expiresSeconds: 3600 });
+    const urls = await presignJob({
+      specUri: 's3://jobs/runs/p/e/train/j1/spec.json',
+      outputUri: 's3://jobs/runs/p/e/train/j1/output/',
+      outputs: ['policy.json'],
+      expiresSeconds: 3600,
+    });
     assert.equal(await (await fetch(urls.specUrl)).text(), '{"seed":1}');
     const outputs = JSON.parse(urls.outputUrls) as Record<string, string>;
     assert.deepEqual(Object.keys(outputs).sort(), ['policy.json', 'result.json']);
@@ -51,7 +56,13 @@ describe('presigned URLs for a sandboxed job', () => {
 
   it('names a bad request field (the handler parses the request)', async () => {
     await assert.rejects(presignHandler({ specUri: 's3://jobs/a', outputUri: 's3://jobs/out', outputs: [], expiresSeconds: 3600 }), /presign\.outputUri/);
-    await assert.rejects(presignHandler({ specUri: 's3://jobs/a', outputUri: 's3://jobs/out/', outputs: ['../x'], expiresSeconds: 3600 }), /presign\.outputs\.0/);
-    await assert.rejects(presignHandler({ specUri: 's3://jobs/a', outputUri: 's3://jobs/out/', outputs: [], expiresSeconds: 13 * 3600 }), /presign\.expiresSeconds/);
+    await assert.rejects(
+      presignHandler({ specUri: 's3://jobs/a', outputUri: 's3://jobs/out/', outputs: ['../x'], expiresSeconds: 3600 }),
+      /presign\.outputs\.0/,
+    );
+    await assert.rejects(
+      presignHandler({ specUri: 's3://jobs/a', outputUri: 's3://jobs/out/', outputs: [], expiresSeconds: 13 * 3600 }),
+      /presign\.expiresSeconds/,
+    );
   });
 });

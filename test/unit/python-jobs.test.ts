@@ -78,14 +78,27 @@ describe('Python job modules (unittest)', () => {
 
   const widest = widestSimdFamily(numpyCpuFeatures());
   for (const job of jobs) {
-    it(
-      `${job}: its unittest suite passes on the next kernels down (numpy without ${widest.join(', ') || 'nothing'}, PyTorch scalar)`,
-      () => runSuite(job, { NPY_DISABLE_CPU_FEATURES: widest.join(','), ATEN_CPU_CAPABILITY: 'default' }),
-    );
+    it(`${job}: its unittest suite passes on the next kernels down (numpy without ${widest.join(', ') || 'nothing'}, PyTorch scalar)`, () =>
+      runSuite(job, { NPY_DISABLE_CPU_FEATURES: widest.join(','), ATEN_CPU_CAPABILITY: 'default' }));
   }
 
   it('the widest SIMD family is read from numpy, for x86-64 with and without AVX-512 and for ARM', () => {
-    const x86 = ['SSSE3', 'SSE41', 'POPCNT', 'SSE42', 'AVX', 'F16C', 'FMA3', 'AVX2', 'AVX512F', 'AVX512CD', 'AVX512_SKX', 'AVX512_CLX', 'AVX512_CNL', 'AVX512_ICL'];
+    const x86 = [
+      'SSSE3',
+      'SSE41',
+      'POPCNT',
+      'SSE42',
+      'AVX',
+      'F16C',
+      'FMA3',
+      'AVX2',
+      'AVX512F',
+      'AVX512CD',
+      'AVX512_SKX',
+      'AVX512_CLX',
+      'AVX512_CNL',
+      'AVX512_ICL',
+    ];
     assert.deepEqual(widestSimdFamily({ dispatched: x86, supported: ['SSE', ...x86, 'AVX512VL'] }), x86.slice(8));
     assert.deepEqual(widestSimdFamily({ dispatched: x86, supported: x86.slice(0, 8) }), ['AVX2']);
     assert.deepEqual(widestSimdFamily({ dispatched: x86, supported: ['SSE', 'SSE2', 'SSE3'] }), []);

@@ -43,7 +43,7 @@ describe('reward search: the trusted grade of one seed', () => {
     assert.equal(s3.commandCalls(GetObjectCommand).length, 1, 'only the runner-chosen key was read');
   });
 
-  it('refuses a policy that is not exactly the data-only format, as that seed\'s result', async () => {
+  it("refuses a policy that is not exactly the data-only format, as that seed's result", async () => {
     const forged = JSON.parse(policyText) as { layers: { weight: number[][] }[] };
     forged.layers[1]!.weight[5]!.push(0);
     s3.on(GetObjectCommand).resolves({ Body: body(JSON.stringify(forged)) as never });
@@ -54,17 +54,23 @@ describe('reward search: the trusted grade of one seed', () => {
     assert.match((await gradeSeed(request())).failure!, /^policy refused/);
   });
 
-  it('records a failed or silent job as that seed\'s result, with the sandbox verdict when there is one', async () => {
+  it("records a failed or silent job as that seed's result, with the sandbox verdict when there is one", async () => {
     const cause = JSON.stringify({ Status: 'FAILED', StatusReason: 'the sandbox stopped the job: wall limit (ran past 60 s)', SandboxLimit: 'wall' });
     assert.deepEqual(await gradeSeed(request({ train: { ok: false, error: 'States.TaskFailed', cause } })), {
-      seed: 3, success: null, episodes: 0, failure: 'the sandbox stopped the job: wall limit (ran past 60 s)',
+      seed: 3,
+      success: null,
+      episodes: 0,
+      failure: 'the sandbox stopped the job: wall limit (ran past 60 s)',
     });
     s3.on(GetObjectCommand).rejects(new NoSuchKey({ message: 'The specified key does not exist.', $metadata: {} }));
     assert.equal((await gradeSeed(request())).failure, 'no policy.json: the job handed back no policy');
-    assert.equal(failureReason('States.TaskFailed', JSON.stringify({ StderrTail: 'Traceback\n  File x\nRewardCallError: reward() raised at step 3' })), 'States.TaskFailed: RewardCallError: reward() raised at step 3');
+    assert.equal(
+      failureReason('States.TaskFailed', JSON.stringify({ StderrTail: 'Traceback\n  File x\nRewardCallError: reward() raised at step 3' })),
+      'States.TaskFailed: RewardCallError: reward() raised at step 3',
+    );
   });
 
-  it('reads the job\'s curves.json beside the policy as its training log: numbers only, a few points, never the score', async () => {
+  it("reads the job's curves.json beside the policy as its training log: numbers only, a few points, never the score", async () => {
     const rows = 24;
     const curves = {
       iteration: Array.from({ length: rows }, (_, i) => i + 1),
@@ -74,18 +80,26 @@ describe('reward search: the trusted grade of one seed', () => {
       seconds: Array.from({ length: rows }, (_, i) => (i + 1) * 0.1),
     };
     s3.on(GetObjectCommand, { Bucket: 'bucket', Key: 'runs/rewards/exec/train/job/output/policy.json' }).callsFake(() => ({ Body: body(policyText) }));
-    s3.on(GetObjectCommand, { Bucket: 'bucket', Key: 'runs/rewards/exec/train/job/output/curves.json' }).resolves({ Body: body(JSON.stringify(curves)) as never });
+    s3.on(GetObjectCommand, { Bucket: 'bucket', Key: 'runs/rewards/exec/train/job/output/curves.json' }).resolves({
+      Body: body(JSON.stringify(curves)) as never,
+    });
     const result = await gradeSeed(request({ curvesUri: 's3://bucket/runs/rewards/exec/train/job/output/curves.json' }));
     const expected = gradePolicy(policyText, [1001, 1002], { episodesPerSeed: 20 });
-    assert.equal(result.success, expected.successRate, 'the grade is the grader\'s, whatever the log says');
+    assert.equal(result.success, expected.successRate, "the grade is the grader's, whatever the log says");
     assert.equal(result.trainSeconds, 2.4);
     // Rows without figures (the first iterations end no episode) are skipped; the first and last kept.
     assert.equal(result.curve!.length, CURVE_POINTS);
     assert.deepEqual(result.curve![0], { step: 768, envReturn: -193.72, success: 0.083 });
     assert.deepEqual(result.curve!.at(-1), { step: 6144, envReturn: -127.74, success: 0.958 });
     // A missing log is no log.
-    s3.on(GetObjectCommand, { Bucket: 'bucket', Key: 'runs/rewards/exec/train/job/output/curves.json' }).rejects(new NoSuchKey({ message: 'The specified key does not exist.', $metadata: {} }));
-    assert.deepEqual(await gradeSeed(request({ curvesUri: 's3://bucket/runs/rewards/exec/train/job/output/curves.json' })), { seed: 3, success: expected.successRate, episodes: 40 });
+    s3.on(GetObjectCommand, { Bucket: 'bucket', Key: 'runs/rewards/exec/train/job/output/curves.json' }).rejects(
+      new NoSuchKey({ message: 'The specified key does not exist.', $metadata: {} }),
+    );
+    assert.deepEqual(await gradeSeed(request({ curvesUri: 's3://bucket/runs/rewards/exec/train/job/output/curves.json' })), {
+      seed: 3,
+      success: expected.successRate,
+      episodes: 40,
+    });
   });
 
   it('takes nothing from a hostile training log but finite numbers in range', () => {
@@ -104,16 +118,30 @@ describe('reward search: the trusted grade of one seed', () => {
 
   it('reads the limits AWS Batch stopped a job at as the sandbox verdict: the attempt timeout and the container memory', () => {
     // Causes shaped as submitJob.sync reports a failed job (its description, PascalCase).
-    const timedOut = { JobName: 'train', Status: 'FAILED', StatusReason: 'Job attempt duration exceeded timeout', Attempts: [{ Container: { ExitCode: 137, LogStreamName: 'rewards-train/default/1' }, StatusReason: 'Job attempt duration exceeded timeout' }] };
-    assert.equal(failureReason('States.TaskFailed', JSON.stringify(timedOut)), 'the sandbox stopped the job: wall limit (Job attempt duration exceeded timeout)');
+    const timedOut = {
+      JobName: 'train',
+      Status: 'FAILED',
+      StatusReason: 'Job attempt duration exceeded timeout',
+      Attempts: [{ Container: { ExitCode: 137, LogStreamName: 'rewards-train/default/1' }, StatusReason: 'Job attempt duration exceeded timeout' }],
+    };
+    assert.equal(
+      failureReason('States.TaskFailed', JSON.stringify(timedOut)),
+      'the sandbox stopped the job: wall limit (Job attempt duration exceeded timeout)',
+    );
     const oom = {
       Status: 'FAILED',
       StatusReason: 'Essential container in task exited',
       Container: { ExitCode: 137, Reason: 'OutOfMemoryError: Container killed due to memory usage' },
       Attempts: [{ Container: { ExitCode: 137, Reason: 'OutOfMemoryError: Container killed due to memory usage' } }],
     };
-    assert.equal(failureReason('States.TaskFailed', JSON.stringify(oom)), 'the sandbox stopped the job: memory limit (OutOfMemoryError: Container killed due to memory usage)');
-    assert.equal(batchLimitOf(JSON.stringify({ Attempts: [{ Container: { Reason: 'OutOfMemoryError: Container killed due to memory usage' } }] }))?.limit, 'memory');
+    assert.equal(
+      failureReason('States.TaskFailed', JSON.stringify(oom)),
+      'the sandbox stopped the job: memory limit (OutOfMemoryError: Container killed due to memory usage)',
+    );
+    assert.equal(
+      batchLimitOf(JSON.stringify({ Attempts: [{ Container: { Reason: 'OutOfMemoryError: Container killed due to memory usage' } }] }))?.limit,
+      'memory',
+    );
     // An exit of the job's own is not a limit, whatever it printed.
     const exited = { Status: 'FAILED', StatusReason: 'Essential container in task exited', Container: { ExitCode: 1, Reason: 'print("OutOfMemoryError")' } };
     assert.equal(batchLimitOf(JSON.stringify(exited)), undefined);

@@ -3,7 +3,26 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ConfigError } from '#shared/errors.ts';
-import { GOAL_POSITION, LAYER_SHAPES, MAX_POLICY_BYTES, MAX_SPEED, MIN_POSITION, OBS_OFFSET, OBS_SCALE, POLICY_FORMAT, TIME_LIMIT, createGreedyActor, gradePolicy, parsePolicy, policyLogits, runEpisode, startPositions, step, type Action, type CarState } from '#shared/rewards/mountaincar.ts';
+import {
+  GOAL_POSITION,
+  LAYER_SHAPES,
+  MAX_POLICY_BYTES,
+  MAX_SPEED,
+  MIN_POSITION,
+  OBS_OFFSET,
+  OBS_SCALE,
+  POLICY_FORMAT,
+  TIME_LIMIT,
+  createGreedyActor,
+  gradePolicy,
+  parsePolicy,
+  policyLogits,
+  runEpisode,
+  startPositions,
+  step,
+  type Action,
+  type CarState,
+} from '#shared/rewards/mountaincar.ts';
 import { PolicyFormatError } from '#shared/rewards/errors.ts';
 import { assertClose } from '../support/floats.ts';
 
@@ -140,7 +159,10 @@ describe('MountainCar dynamics (shared vectors with the Python trainer)', () => 
     for (const start of startPositions(5, 10)) {
       const pump = runEpisode((s) => (s.velocity >= 0 ? 2 : 0), start);
       assert.ok(pump.success && pump.steps < TIME_LIMIT);
-      assert.deepEqual(runEpisode(() => 2, start), { success: false, steps: TIME_LIMIT });
+      assert.deepEqual(
+        runEpisode(() => 2, start),
+        { success: false, steps: TIME_LIMIT },
+      );
     }
   });
 });
@@ -148,7 +170,10 @@ describe('MountainCar dynamics (shared vectors with the Python trainer)', () => 
 describe('parsePolicy: the data-only format', () => {
   it('parses the fixture and computes the logits and greedy actions the Python side computed', () => {
     const policy = parsePolicy(velocityPolicyText);
-    assert.deepEqual(policy.layers.map((l) => [l.rows, l.cols]), LAYER_SHAPES);
+    assert.deepEqual(
+      policy.layers.map((l) => [l.rows, l.cols]),
+      LAYER_SHAPES,
+    );
     const act = createGreedyActor(policy);
     vectors.policy.observations.forEach(([position, velocity], i) => {
       const logits = policyLogits(policy, { position, velocity });
@@ -156,8 +181,8 @@ describe('parsePolicy: the data-only format', () => {
       // against plain loops and V8's tanh: sums of 64 rounded products of small weights, so
       // well under 1e-13 apart; the stated tolerance is 1e-12.
       logits.forEach((v, a) => {
-assertClose(v, vectors.policy.logits[i][a], { abs: TOL.logit }, `logit ${a} at observation ${i}`);
-});
+        assertClose(v, vectors.policy.logits[i][a], { abs: TOL.logit }, `logit ${a} at observation ${i}`);
+      });
       // The greedy action is an argmax: asserted only with the top two logits far apart.
       assert.ok(topTwoGap(logits) > MARGIN, `observation ${i}: top two logits ${[...logits]} nearly tie`);
       assert.equal(act({ position, velocity }), vectors.policy.actions[i], `action at observation ${i}`);
@@ -194,12 +219,15 @@ assertClose(v, vectors.policy.logits[i][a], { abs: TOL.logit }, `logit ${a} at o
     it(`refuses ${name}, naming the field`, () => {
       const document = JSON.parse(velocityPolicyText);
       change(document);
-      assert.throws(() => parsePolicy(document), (error: unknown) => {
-        assert.ok(error instanceof PolicyFormatError, String(error));
-        assert.equal(error.name, 'PolicyFormatError');
-        assert.match(error.message, message);
-        return true;
-      });
+      assert.throws(
+        () => parsePolicy(document),
+        (error: unknown) => {
+          assert.ok(error instanceof PolicyFormatError, String(error));
+          assert.equal(error.name, 'PolicyFormatError');
+          assert.match(error.message, message);
+          return true;
+        },
+      );
     });
   }
 
@@ -285,15 +313,23 @@ describe('gradePolicy', () => {
     // this rule sees must be far from it (it is, by more than 1e-9).
     let closest = Infinity;
     const expected = seeds.map((seed) =>
-      startPositions(seed, 20).map((start) => runEpisode((s) => {
-        closest = Math.min(closest, Math.abs(s.velocity - 0.01));
-        return s.velocity > 0.01 ? 2 : 0;
-      }, start)));
+      startPositions(seed, 20).map((start) =>
+        runEpisode((s) => {
+          closest = Math.min(closest, Math.abs(s.velocity - 0.01));
+          return s.velocity > 0.01 ? 2 : 0;
+        }, start),
+      ),
+    );
     assert.ok(closest > 1e-9, `a velocity ${closest} from the switch at 0.01`);
     const rates = expected.map((episodes) => episodes.filter((e) => e.success).length / 20);
-    assert.deepEqual(report.perSeed.map((s) => s.successRate), rates);
-    assert.deepEqual(report.perSeed.map((s) => s.meanSteps),
-      expected.map((episodes) => episodes.reduce((sum, e) => sum + e.steps, 0) / 20));
+    assert.deepEqual(
+      report.perSeed.map((s) => s.successRate),
+      rates,
+    );
+    assert.deepEqual(
+      report.perSeed.map((s) => s.meanSteps),
+      expected.map((episodes) => episodes.reduce((sum, e) => sum + e.steps, 0) / 20),
+    );
     assert.ok(Math.min(...rates) > 0 && Math.max(...rates) < 1 && new Set(rates).size > 1, `rates ${rates}`);
     const mean = rates.reduce((a, b) => a + b) / rates.length;
     assert.equal(report.successRate, report.successes / 80);
@@ -310,7 +346,15 @@ describe('gradePolicy', () => {
     assert.throws(() => gradePolicy(velocityPolicyText, []), ConfigError);
     assert.throws(() => gradePolicy(velocityPolicyText, [1.5]), /seeds\[0\]: must be a safe integer/);
     assert.throws(() => gradePolicy(velocityPolicyText, [1], { episodesPerSeed: 0 }), /episodesPerSeed/);
-    assert.throws(() => gradePolicy(velocityPolicyText, Array.from({ length: 20 }, (_, i) => i), { episodesPerSeed: 10_000 }), /episodesPerSeed/);
+    assert.throws(
+      () =>
+        gradePolicy(
+          velocityPolicyText,
+          Array.from({ length: 20 }, (_, i) => i),
+          { episodesPerSeed: 10_000 },
+        ),
+      /episodesPerSeed/,
+    );
   });
 
   it('refuses a policy that is not the format before playing anything', () => {

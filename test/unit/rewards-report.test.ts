@@ -31,7 +31,15 @@ const input = {
       candidates: [
         candidate('progress', 'def compute_reward(obs, action, next_obs):\n    return next_obs[0]\n', [0.5, 0.3], { trainSeconds: [40, 50] }),
         candidate('energy', 'def compute_reward(obs, action, next_obs):\n    return next_obs[1] ** 2\n', [0.6, 0.8], {
-          curves: [{ seed: 1, points: [{ step: 10000, envReturn: -200, success: 0 }, { step: 20000, envReturn: -150.5, success: 0.6 }] }],
+          curves: [
+            {
+              seed: 1,
+              points: [
+                { step: 10000, envReturn: -200, success: 0 },
+                { step: 20000, envReturn: -150.5, success: 0.6 },
+              ],
+            },
+          ],
         }),
         candidate('fork_bomb', 'import os\ndef compute_reward(obs, action, next_obs):\n    while True: os.fork()\n', [null, null], {
           verdict: 'stopped: <b>process limit</b> (64 processes)',
@@ -71,7 +79,13 @@ const input = {
 
 const doc = RewardSearchDoc.parse(input);
 
-const unescapeHtml = (s: string) => s.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&amp;/g, '&');
+const unescapeHtml = (s: string) =>
+  s
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&amp;/g, '&');
 /** The content of the element with this id (no element of the same tag nests inside the ones read here). */
 const textOf = (html: string, id: string) => html.match(new RegExp(`<(\\w+) id="${id}"[^>]*>([\\s\\S]*?)</\\1>`))?.[2];
 
@@ -81,10 +95,19 @@ describe('reward search report', () => {
     assert.equal(textOf(html, 'winner-final'), '40.0 %');
     assert.equal(textOf(html, 'env-final'), '0.0 %');
     assert.equal(textOf(html, 'shaped-final'), '20.0 %');
-    assert.match(textOf(html, 'headline')!, /Winner <strong>momentum<\/strong> \(generation 2\).*std 10\.0 pp.*In the search it scored 80\.0 %, the best of 5 candidates/);
-    assert.match(textOf(html, 'final-setup')!, /retrained from scratch on the same 3 training seeds \(11, 12, 13\), none of them a seed the search trained on[\s\S]*same 3 fresh seeds \(100, 101, 102\), 10 episodes each/);
+    assert.match(
+      textOf(html, 'headline')!,
+      /Winner <strong>momentum<\/strong> \(generation 2\).*std 10\.0 pp.*In the search it scored 80\.0 %, the best of 5 candidates/,
+    );
+    assert.match(
+      textOf(html, 'final-setup')!,
+      /retrained from scratch on the same 3 training seeds \(11, 12, 13\), none of them a seed the search trained on[\s\S]*same 3 fresh seeds \(100, 101, 102\), 10 episodes each/,
+    );
     // A final retrained on the search's own training seeds says so.
-    const reused = RewardSearchDoc.parse({ ...input, final: { ...input.final, entries: input.final.entries.map((e) => ({ ...e, seeds: e.seeds.map((x, i) => ({ ...x, seed: i + 1 })) })) } });
+    const reused = RewardSearchDoc.parse({
+      ...input,
+      final: { ...input.final, entries: input.final.entries.map((e) => ({ ...e, seeds: e.seeds.map((x, i) => ({ ...x, seed: i + 1 })) })) },
+    });
     assert.match(textOf(await rewardReportHtml(reused, { generations: 2 }), 'final-setup')!, /some of them seeds the search trained on/);
     const shapedRow = html.match(/<tr data-role="shaped-reward">.*<\/tr>/)![0];
     assert.match(shapedRow, /<td>20\.0 %<\/td><td>17\.3 pp<\/td>/, 'mean 0.2, std of [0.3, 0, 0.3] = 0.1732');
@@ -111,14 +134,17 @@ describe('reward search report', () => {
     assert.ok(noise > 0 && noise < html.indexOf('id="ranking"'), 'noise sentence before the ranking table');
     assert.equal(
       textOf(html, 'seed-noise'),
-      "One candidate&#39;s success varies by 14.1 pp across seeds (median standard deviation); differences in mean success below 28.3 pp are not distinguishable with 2 seeds. " +
+      'One candidate&#39;s success varies by 14.1 pp across seeds (median standard deviation); differences in mean success below 28.3 pp are not distinguishable with 2 seeds. ' +
         '1 other candidate is within that margin of the top one, so the order among them is not meaningful.',
     );
     const ranking = html.match(/<table id="ranking">[\s\S]*?<\/table>/)![0];
     const order = [...ranking.matchAll(/<tr><td>\d+<\/td><td>\d+<\/td><td>([^<]+)<\/td>/g)].map((m) => unescapeHtml(m[1]!));
     assert.deepEqual(order, ['momentum', 'energy', 'progress', 'energy "v2" <file>.py', 'fork_bomb']);
     assert.equal(
-      seedNoiseSentence({ noise: { medianStd: null, seedsPerCandidate: null, distinguishableDifference: null }, ranking: rewardSearchSummary(doc).ranking }).startsWith('Every candidate was trained on a single seed'),
+      seedNoiseSentence({
+        noise: { medianStd: null, seedsPerCandidate: null, distinguishableDifference: null },
+        ranking: rewardSearchSummary(doc).ranking,
+      }).startsWith('Every candidate was trained on a single seed'),
       true,
     );
   });
@@ -130,7 +156,10 @@ describe('reward search report', () => {
     assert.match(html, /<figure id="final-chart"><svg /);
     assert.match(html, /g2 energy &quot;v2&quot; &lt;file&gt;\.py/, 'the chart labels candidates escaped');
     const generations = html.match(/<table id="generations">[\s\S]*?<\/table>/)![0];
-    assert.match(generations, /<td rowspan="3">1<\/td><td>energy<\/td><td>70\.0 %<\/td><td>14\.1 pp<\/td><td>0 of 2<\/td><td rowspan="3">1000 in, 2000 out, 0 cache read, 900 cache write<\/td>/);
+    assert.match(
+      generations,
+      /<td rowspan="3">1<\/td><td>energy<\/td><td>70\.0 %<\/td><td>14\.1 pp<\/td><td>0 of 2<\/td><td rowspan="3">1000 in, 2000 out, 0 cache read, 900 cache write<\/td>/,
+    );
     assert.match(generations, /<td>fork_bomb<\/td><td>0\.0 %<\/td><td>0\.0 pp<\/td><td>2 of 2<\/td>/);
     const perSeed = html.match(/<table id="per-seed">[\s\S]*?<\/table>/)![0];
     assert.equal(perSeed.match(/<tr/g)!.length, 1 + 10, 'header and one row per trained seed');
@@ -138,7 +167,10 @@ describe('reward search report', () => {
     assert.match(perSeed, /wall-clock limit: killed after 600 s &lt;\/td&gt;&lt;script&gt;x\(\)&lt;\/script&gt;/);
     const verdicts = html.match(/<table id="verdicts">[\s\S]*?<\/table>/)![0];
     assert.equal(verdicts.match(/<tr>/g)!.length, 1 + 2, 'the hostile candidate and the one with a failed seed');
-    assert.match(verdicts, /<td>fork_bomb<\/td><td[^>]*>stopped: &lt;b&gt;process limit&lt;\/b&gt; \(64 processes\)<\/td><td[^>]*>seed 1: <span class="failed">failed \(killed at the memory limit \(2048 MiB\)\)/);
+    assert.match(
+      verdicts,
+      /<td>fork_bomb<\/td><td[^>]*>stopped: &lt;b&gt;process limit&lt;\/b&gt; \(64 processes\)<\/td><td[^>]*>seed 1: <span class="failed">failed \(killed at the memory limit \(2048 MiB\)\)/,
+    );
     assert.equal(html.match(/<details class="candidate">/g)?.length, 5);
     assert.doesNotMatch(html, /<details[^>]* open/, 'sources collapsed');
     assert.match(html, /step 20000: return -150\.5, success 60\.0 %/);

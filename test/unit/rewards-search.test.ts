@@ -23,7 +23,10 @@ describe('reward search ranking', () => {
     assertClose(r.stderr, 0.5 / Math.sqrt(3), { abs: 1e-12 }, 'stderr');
     const ranked = rank([cand('a', [1, 0.5, null]), cand('b', [0.6, 0.6, 0.6]), cand('c', [0.6, 0.5, 0.7])]);
     // b and c tie on mean (0.6), so spread decides.
-    assert.deepEqual(ranked.map((x) => x.name), ['b', 'c', 'a']);
+    assert.deepEqual(
+      ranked.map((x) => x.name),
+      ['b', 'c', 'a'],
+    );
   });
 
   it('means equal on paper but summed in another order tie, so the tie-breakers decide, not rounding', () => {
@@ -32,17 +35,31 @@ describe('reward search ranking', () => {
     const up = summarize(cand('up', [0.1, 0.2, 0.3]));
     const down = summarize(cand('down', [0.3, 0.2, 0.1]));
     assert.notEqual(up.mean, down.mean, 'the premise: the two sums round differently');
-    assert.deepEqual(rank([cand('up', [0.1, 0.2, 0.3]), cand('down', [0.3, 0.2, 0.1])]).map((x) => x.name), ['down', 'up'], 'a tie: the name decides');
-    assert.deepEqual(rank([cand('up', [0.1, 0.2, 0.3]), cand('down', [0.3, 0.2, 0.1], 2)]).map((x) => x.name), ['up', 'down'], 'a tie: the generation decides');
+    assert.deepEqual(
+      rank([cand('up', [0.1, 0.2, 0.3]), cand('down', [0.3, 0.2, 0.1])]).map((x) => x.name),
+      ['down', 'up'],
+      'a tie: the name decides',
+    );
+    assert.deepEqual(
+      rank([cand('up', [0.1, 0.2, 0.3]), cand('down', [0.3, 0.2, 0.1], 2)]).map((x) => x.name),
+      ['up', 'down'],
+      'a tie: the generation decides',
+    );
     // A real difference, one episode in 10,000 over 10 seeds, still ranks.
     const one = Array.from({ length: 10 }, () => 0.5);
     const better = [...one.slice(1), 0.5001];
-    assert.deepEqual(rank([cand('a', one), cand('z', better)]).map((x) => x.name), ['z', 'a']);
+    assert.deepEqual(
+      rank([cand('a', one), cand('z', better)]).map((x) => x.name),
+      ['z', 'a'],
+    );
   });
 
   it('breaks ties by failed seeds, spread, generation, then name', () => {
     const ranked = rank([cand('d', [0.5, 0.5], 2), cand('c', [0.5, 0.5], 1), cand('b', [1, 0]), cand('a', [1, 0, null].slice(0, 2))]);
-    assert.deepEqual(ranked.map((x) => x.name), ['c', 'd', 'a', 'b']);
+    assert.deepEqual(
+      ranked.map((x) => x.name),
+      ['c', 'd', 'a', 'b'],
+    );
     assert.throws(() => rank([]), /candidates: must not be empty/);
   });
 
@@ -51,7 +68,7 @@ describe('reward search ranking', () => {
     // As above: closed forms against the implementation's arithmetic, a few ulps apart.
     assertClose(noise.medianStd!, 0.25, { abs: 1e-12 }, 'median std');
     assert.equal(noise.seedsPerCandidate, 3);
-    assertClose(noise.distinguishableDifference!, 2 * Math.sqrt(2) * 0.25 / Math.sqrt(3), { abs: 1e-12 }, 'distinguishable difference');
+    assertClose(noise.distinguishableDifference!, (2 * Math.sqrt(2) * 0.25) / Math.sqrt(3), { abs: 1e-12 }, 'distinguishable difference');
     assert.deepEqual(seedNoise([cand('a', [1])]), { medianStd: null, seedsPerCandidate: null, distinguishableDifference: null });
   });
 });

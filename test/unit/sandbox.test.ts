@@ -389,7 +389,7 @@ describe('local sandbox (bubblewrap)', () => {
       assert.deepEqual(survivors(marker), []);
     });
 
-    it('memory held in memfd files, outside any process\'s resident pages, is counted too', { skip }, async () => {
+    it("memory held in memfd files, outside any process's resident pages, is counted too", { skip }, async () => {
       const result = await runJob('hog_memfd.py', [], { memoryBytes: 512 * 1024 * 1024 });
       assert.equal(result.limit, 'memory', JSON.stringify(result));
       assert.equal(result.limitEvidence, 'host');
@@ -554,7 +554,7 @@ describe('local sandbox (bubblewrap)', () => {
   });
 
   describe('failures of the sandbox itself', () => {
-    it('a missing bwrap throws, naming Debian\'s bubblewrap package', async () => {
+    it("a missing bwrap throws, naming Debian's bubblewrap package", async () => {
       await assert.rejects(
         runSandboxed({ command: '/usr/bin/true', workDir: newWorkDir(), bwrapPath: join(scratch, 'no-bwrap') }),
         (error: unknown) => error instanceof SandboxUnavailableError && /bubblewrap/.test(error.message),
@@ -572,7 +572,7 @@ describe('local sandbox (bubblewrap)', () => {
       );
     });
 
-    it('a candidate that prints bwrap\'s own error messages is reported, not thrown', { skip }, async () => {
+    it("a candidate that prints bwrap's own error messages is reported, not thrown", { skip }, async () => {
       const result = await runJob('fake_bwrap_error.py', [], {});
       assert.equal(result.exitCode, 1);
       assert.equal(result.limit, null);
@@ -583,7 +583,7 @@ describe('local sandbox (bubblewrap)', () => {
     });
   });
 
-  it('imports torch inside the sandbox (Debian\'s python3)', { skip }, async (t) => {
+  it("imports torch inside the sandbox (Debian's python3)", { skip }, async (t) => {
     const workDir = newWorkDir();
     const result = await runJob('torch_job.py', [], { memoryBytes: 2 * 1024 ** 3 }, workDir);
     assert.equal(result.exitCode, 0, result.stderrTail);

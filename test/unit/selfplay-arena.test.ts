@@ -17,7 +17,18 @@ import { DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import type { APIGatewayProxyEventV2WithJWTAuthorizer, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { mockClient } from 'aws-sdk-client-mock';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
-import { ARENA_ENV, arenaErrorResponse, arenaSignInFromEnv, CHAMPION_ARTIFACT, CHAMPION_FILE, CHAMPION_RECHECK_MS, parseArenaRequest, playArenaTurn, replayArenaGame, type ArenaRequest } from '#shared/selfplay/arena.ts';
+import {
+  ARENA_ENV,
+  arenaErrorResponse,
+  arenaSignInFromEnv,
+  CHAMPION_ARTIFACT,
+  CHAMPION_FILE,
+  CHAMPION_RECHECK_MS,
+  parseArenaRequest,
+  playArenaTurn,
+  replayArenaGame,
+  type ArenaRequest,
+} from '#shared/selfplay/arena.ts';
 import { ArenaGameOverError, ArenaMoveError, ChampionUnavailable } from '#shared/selfplay/errors.ts';
 import { loadOnnxPolicy, type OnnxPolicy } from '#shared/selfplay/onnx.ts';
 import { Game } from '#shared/selfplay/connect4.ts';
@@ -124,12 +135,27 @@ describe('parseArenaRequest', () => {
   });
 
   it('names the field of a bad request', () => {
-    assert.throws(() => parseArenaRequest('{"moves": [3'), (e) => rejects(e, 'ConfigError', 'body', '"{\\"moves\\": [3"'));
-    assert.throws(() => parseArenaRequest(undefined), (e) => e instanceof ConfigError && e.field === 'body');
-    assert.throws(() => parseArenaRequest('{"moves": [], "human": "third"}'), (e) => rejects(e, 'ConfigError', 'human', '"third"'));
-    assert.throws(() => parseArenaRequest('{"moves": 3, "human": "first"}'), (e) => rejects(e, 'ConfigError', 'moves', '3'));
+    assert.throws(
+      () => parseArenaRequest('{"moves": [3'),
+      (e) => rejects(e, 'ConfigError', 'body', '"{\\"moves\\": [3"'),
+    );
+    assert.throws(
+      () => parseArenaRequest(undefined),
+      (e) => e instanceof ConfigError && e.field === 'body',
+    );
+    assert.throws(
+      () => parseArenaRequest('{"moves": [], "human": "third"}'),
+      (e) => rejects(e, 'ConfigError', 'human', '"third"'),
+    );
+    assert.throws(
+      () => parseArenaRequest('{"moves": 3, "human": "first"}'),
+      (e) => rejects(e, 'ConfigError', 'moves', '3'),
+    );
     const tooMany = JSON.stringify({ moves: new Array(44).fill(0), human: 'first' });
-    assert.throws(() => parseArenaRequest(tooMany), (e) => e instanceof ConfigError && e.field === 'moves' && /at most 42 moves/.test(e.message));
+    assert.throws(
+      () => parseArenaRequest(tooMany),
+      (e) => e instanceof ConfigError && e.field === 'moves' && /at most 42 moves/.test(e.message),
+    );
   });
 });
 
@@ -142,18 +168,36 @@ describe('replayArenaGame', () => {
 
   it('rejects a move into a full column, naming the move and its column', () => {
     const full = [0, 0, 0, 0, 0, 0];
-    assert.throws(() => replayArenaGame(request([...full, 0])), (e) => rejects(e, 'ArenaMoveError', 'moves[6]', '0') && /column 0 is full/.test((e as Error).message));
+    assert.throws(
+      () => replayArenaGame(request([...full, 0])),
+      (e) => rejects(e, 'ArenaMoveError', 'moves[6]', '0') && /column 0 is full/.test((e as Error).message),
+    );
   });
 
   it('rejects a column off the board', () => {
-    assert.throws(() => replayArenaGame(request([3, 7])), (e) => rejects(e, 'ArenaMoveError', 'moves[1]', '7'));
-    assert.throws(() => replayArenaGame(request([-1])), (e) => rejects(e, 'ArenaMoveError', 'moves[0]', '-1'));
+    assert.throws(
+      () => replayArenaGame(request([3, 7])),
+      (e) => rejects(e, 'ArenaMoveError', 'moves[1]', '7'),
+    );
+    assert.throws(
+      () => replayArenaGame(request([-1])),
+      (e) => rejects(e, 'ArenaMoveError', 'moves[0]', '-1'),
+    );
   });
 
   it('rejects a move that is not an integer', () => {
-    assert.throws(() => replayArenaGame(request([2.5])), (e) => rejects(e, 'ArenaMoveError', 'moves[0]', '2.5'));
-    assert.throws(() => replayArenaGame(request([3, '4'])), (e) => rejects(e, 'ArenaMoveError', 'moves[1]', '"4"'));
-    assert.throws(() => replayArenaGame(request([null])), (e) => rejects(e, 'ArenaMoveError', 'moves[0]', 'null'));
+    assert.throws(
+      () => replayArenaGame(request([2.5])),
+      (e) => rejects(e, 'ArenaMoveError', 'moves[0]', '2.5'),
+    );
+    assert.throws(
+      () => replayArenaGame(request([3, '4'])),
+      (e) => rejects(e, 'ArenaMoveError', 'moves[1]', '"4"'),
+    );
+    assert.throws(
+      () => replayArenaGame(request([null])),
+      (e) => rejects(e, 'ArenaMoveError', 'moves[0]', 'null'),
+    );
   });
 
   // First player: 0 0 0 0 (vertical four, at move 6); second player: 1 1 1.
@@ -168,7 +212,10 @@ describe('replayArenaGame', () => {
 
   it('rejects a finished game that the champion ended: there is nothing left to answer', () => {
     // The person moved second: the winning move 6 was the champion's.
-    assert.throws(() => replayArenaGame(request(firstWins, 'second')), (e) => e instanceof ArenaGameOverError && e.field === 'moves');
+    assert.throws(
+      () => replayArenaGame(request(firstWins, 'second')),
+      (e) => e instanceof ArenaGameOverError && e.field === 'moves',
+    );
   });
 
   it("accepts a game that the person's own move just won, and asks the champion nothing", async () => {
@@ -252,8 +299,14 @@ describe('arenaSignInFromEnv', () => {
   });
 
   it('throws naming the variable that is missing or wrong', () => {
-    assert.throws(() => arenaSignInFromEnv({ ...cognito, [ARENA_ENV.clientId]: '' }), (e) => e instanceof ConfigError && e.field === ARENA_ENV.clientId);
-    assert.throws(() => arenaSignInFromEnv({ [ARENA_ENV.signIn]: 'oidc' }), (e) => rejects(e, 'ConfigError', ARENA_ENV.signIn, '"oidc"'));
+    assert.throws(
+      () => arenaSignInFromEnv({ ...cognito, [ARENA_ENV.clientId]: '' }),
+      (e) => e instanceof ConfigError && e.field === ARENA_ENV.clientId,
+    );
+    assert.throws(
+      () => arenaSignInFromEnv({ [ARENA_ENV.signIn]: 'oidc' }),
+      (e) => rejects(e, 'ConfigError', ARENA_ENV.signIn, '"oidc"'),
+    );
   });
 });
 
@@ -265,7 +318,16 @@ describe('renderArenaPage', () => {
   });
 
   it('escapes the settings so that no value can close the data block', () => {
-    const page = renderArenaPage({ signIn: { mode: 'cognito', domain: 'https://a.example', clientId: '</script><script>alert(1)</script>', redirectUri: 'https://b.example/arena', scopes: ['openid'] }, movePath: MOVE_PATH });
+    const page = renderArenaPage({
+      signIn: {
+        mode: 'cognito',
+        domain: 'https://a.example',
+        clientId: '</script><script>alert(1)</script>',
+        redirectUri: 'https://b.example/arena',
+        scopes: ['openid'],
+      },
+      movePath: MOVE_PATH,
+    });
     assert.doesNotMatch(String(page.body), /alert\(1\)<\/script>/);
     assert.match(String(page.body), /\\u003c\/script>\\u003cscript>alert\(1\)/);
   });
@@ -276,7 +338,10 @@ describe('ChampionSource', () => {
   let source: ChampionSource;
   // Its warnings: Powertools' Logger writes them to stderr, through a console of its own.
   let output: OutputCapture | undefined;
-  const warnings = () => logLines(output?.text() ?? '').filter((line) => line.level === 'WARN').map((line) => JSON.stringify(line));
+  const warnings = () =>
+    logLines(output?.text() ?? '')
+      .filter((line) => line.level === 'WARN')
+      .map((line) => JSON.stringify(line));
 
   beforeEach(() => {
     clock = 1_000_000;
@@ -289,7 +354,10 @@ describe('ChampionSource', () => {
   });
 
   it('is unavailable, saying what to do, before any champion is published', async () => {
-    await assert.rejects(source.get(), (e: Error) => e instanceof ChampionUnavailable && /no champion has been published yet/.test(e.message) && /self-play league/.test(e.message));
+    await assert.rejects(
+      source.get(),
+      (e: Error) => e instanceof ChampionUnavailable && /no champion has been published yet/.test(e.message) && /self-play league/.test(e.message),
+    );
   });
 
   it('loads the latest version once, and asks the index again only after a minute', async () => {
@@ -344,12 +412,18 @@ describe('ChampionSource', () => {
 
   it('is unavailable when the only version is not a usable model', async () => {
     publishChampion(1, model('wrong_shape.onnx'));
-    await assert.rejects(source.get(), (e: Error) => e instanceof ChampionUnavailable && /version 1/.test(e.message) && /not a usable Connect Four policy/.test(e.message));
+    await assert.rejects(
+      source.get(),
+      (e: Error) => e instanceof ChampionUnavailable && /version 1/.test(e.message) && /not a usable Connect Four policy/.test(e.message),
+    );
   });
 
   it(`is unavailable when the version has no ${CHAMPION_FILE}`, async () => {
     publishChampion(1, model('column_policy.onnx'), { fileName: 'policy.onnx' });
-    await assert.rejects(source.get(), (e: Error) => e instanceof ChampionUnavailable && /has no file named champion\.onnx \(files: policy\.onnx\)/.test(e.message));
+    await assert.rejects(
+      source.get(),
+      (e: Error) => e instanceof ChampionUnavailable && /has no file named champion\.onnx \(files: policy\.onnx\)/.test(e.message),
+    );
   });
 
   it('refuses bytes that differ from the sha256 recorded at publication', async () => {

@@ -75,11 +75,7 @@ describe('Connect Four shared vectors', () => {
     vectors.forEach((v, i) => {
       assert.equal(batch.winner(i), v.winner, v.name);
       assert.deepEqual(maskToColumns(batch.legalMask(i)), v.legal, v.name);
-      assert.deepEqual(
-        [...observations.subarray(i * OBSERVATION_SIZE, (i + 1) * OBSERVATION_SIZE)],
-        expectedObservation(v),
-        v.name,
-      );
+      assert.deepEqual([...observations.subarray(i * OBSERVATION_SIZE, (i + 1) * OBSERVATION_SIZE)], expectedObservation(v), v.name);
     });
   });
 });
@@ -120,9 +116,18 @@ describe('seatPlan', () => {
   });
 
   it('throws ConfigError naming the field for bad sizes', () => {
-    assert.throws(() => seatPlan(-1, 2), (e: unknown) => e instanceof ConfigError && e.field === 'games');
-    assert.throws(() => seatPlan(10, 0), (e: unknown) => e instanceof ConfigError && e.field === 'groups');
-    assert.throws(() => seatPlan(10, 1.5), (e: unknown) => e instanceof ConfigError && e.field === 'groups');
+    assert.throws(
+      () => seatPlan(-1, 2),
+      (e: unknown) => e instanceof ConfigError && e.field === 'games',
+    );
+    assert.throws(
+      () => seatPlan(10, 0),
+      (e: unknown) => e instanceof ConfigError && e.field === 'groups',
+    );
+    assert.throws(
+      () => seatPlan(10, 1.5),
+      (e: unknown) => e instanceof ConfigError && e.field === 'groups',
+    );
   });
 });
 
@@ -178,12 +183,21 @@ describe('GameBatch', () => {
     assert.equal(batch.toMove(5), 1);
 
     for (const col of [-1, 7, 2.5, Number.NaN]) {
-      assert.throws(() => batch.play(0, col), (e: unknown) => e instanceof IllegalMoveError && e.game === 0 && Object.is(e.column, col));
+      assert.throws(
+        () => batch.play(0, col),
+        (e: unknown) => e instanceof IllegalMoveError && e.game === 0 && Object.is(e.column, col),
+      );
     }
     const won = new GameBatch(3);
     for (const col of [0, 1, 0, 1, 0, 1, 0]) won.play(2, col);
-    assert.throws(() => won.play(2, 4), (e: unknown) => e instanceof IllegalMoveError && /game 2: column 4 .*over/.test(e.message));
-    assert.throws(() => won.play(3, 0), (e: unknown) => e instanceof ConfigError && e.field === 'game');
+    assert.throws(
+      () => won.play(2, 4),
+      (e: unknown) => e instanceof IllegalMoveError && /game 2: column 4 .*over/.test(e.message),
+    );
+    assert.throws(
+      () => won.play(3, 0),
+      (e: unknown) => e instanceof ConfigError && e.field === 'game',
+    );
   });
 
   it('reset empties every game', () => {
@@ -224,7 +238,10 @@ describe('bots', () => {
     };
     assert.deepEqual(movesOf(4), movesOf(4));
     assert.notDeepEqual(movesOf(4), movesOf(5));
-    assert.throws(() => createRandomBot(0.5), (e: unknown) => e instanceof ConfigError && e.field === 'seed');
+    assert.throws(
+      () => createRandomBot(0.5),
+      (e: unknown) => e instanceof ConfigError && e.field === 'seed',
+    );
   });
 
   function score(games: number, botA: (i: number) => ReturnType<typeof createRandomBot>, botB: (i: number) => ReturnType<typeof createRandomBot>) {
@@ -246,12 +263,20 @@ describe('bots', () => {
   }
 
   it('tactical beats random in more than 80 % of 1,000 seeded games, half from each seat', () => {
-    const { score: s } = score(1000, () => createTacticalBot(11), () => createRandomBot(12));
+    const { score: s } = score(
+      1000,
+      () => createTacticalBot(11),
+      () => createRandomBot(12),
+    );
     assert.ok(s > 0.8, `tactical scored ${s}`);
   });
 
   it('random against random: the first player wins a little over half (loose sanity bounds)', () => {
-    const { firstWinShare } = score(1000, () => createRandomBot(21), () => createRandomBot(22));
+    const { firstWinShare } = score(
+      1000,
+      () => createRandomBot(21),
+      () => createRandomBot(22),
+    );
     assert.ok(firstWinShare > 0.5 && firstWinShare < 0.63, `first player won ${firstWinShare}`);
   });
 

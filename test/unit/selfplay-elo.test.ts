@@ -159,7 +159,10 @@ describe('fitElo: recovering known ratings', () => {
     // many leagues, that this is calibration rather than luck.
     const matches = roundRobin(seededRandom(1), truth, 4000);
     const fit = fitElo({ players, anchor: 'r0', matches });
-    assert.deepEqual(fit.ratings.map((r) => r.id), ['r600', 'r400', 'r200', 'r0']);
+    assert.deepEqual(
+      fit.ratings.map((r) => r.id),
+      ['r600', 'r400', 'r200', 'r0'],
+    );
     assert.equal(fit.converged, true);
     for (const rating of fit.ratings) {
       const expected = truth[rating.id as keyof typeof truth];
@@ -222,17 +225,17 @@ describe('fitElo: anchor and invariances', () => {
     // run the same arithmetic in the same order (one code path).
     const random = seededRandom(8);
     const reordered = shuffled(matches, random).map((m, i) => (i % 2 === 0 ? match(m.b, m.a, m.winsB, m.winsA, m.draws) : m));
-    assert.deepEqual(
-      fitElo({ players: shuffled(players, random), anchor: 'random', matches: reordered }),
-      fitElo({ players, anchor: 'random', matches }),
-    );
+    assert.deepEqual(fitElo({ players: shuffled(players, random), anchor: 'random', matches: reordered }), fitElo({ players, anchor: 'random', matches }));
   });
 
   it('pools several matches between the same pair, and ignores zero-game matches', () => {
     const split = [match('A', 'B', 100, 50), match('B', 'A', 50, 200), match('A', 'B', 0, 0, 0)];
     assertClose(fitEloPoint({ players: ['A', 'B'], anchor: 'B', matches: split }).elo.A!, ELO_75_PERCENT, { abs: 1e-9 }, 'A');
     const fit = fitElo({ players: ['A', 'B'], anchor: 'B', matches: split });
-    assert.deepEqual(fit.ratings.map((r) => r.games), [400, 400]);
+    assert.deepEqual(
+      fit.ratings.map((r) => r.games),
+      [400, 400],
+    );
   });
 });
 
@@ -268,7 +271,10 @@ describe('fitElo: perfect records', () => {
       matches: [...base, match('champion', 'random', 400, 0), match('champion', 'tactical', 400, 0)],
     });
     assert.deepEqual(fit.regularised, ['champion']);
-    assert.deepEqual(fit.ratings.map((r) => r.id), ['champion', 'tactical', 'random']);
+    assert.deepEqual(
+      fit.ratings.map((r) => r.id),
+      ['champion', 'tactical', 'random'],
+    );
     for (const r of fit.ratings) assert.ok([r.elo, r.low, r.high].every(Number.isFinite), r.id);
     // The prior is not free: the champion lands near 1539, where tactical's model score against it
     // is about 0.4 of its 400 games, not the 0 it got, so tactical drops about 2 points. Its
@@ -398,8 +404,15 @@ describe('fitElo: bootstrap determinism', () => {
     const again = fitElo({ players, anchor: 'random', matches }, { seed: 42 });
     const other = fitElo({ players, anchor: 'random', matches }, { seed: 43 });
     assert.deepEqual(again, first);
-    assert.deepEqual(other.ratings.map((r) => r.elo), first.ratings.map((r) => r.elo), 'the point fit does not depend on the seed');
-    assert.notDeepEqual(other.ratings.map((r) => r.low), first.ratings.map((r) => r.low));
+    assert.deepEqual(
+      other.ratings.map((r) => r.elo),
+      first.ratings.map((r) => r.elo),
+      'the point fit does not depend on the seed',
+    );
+    assert.notDeepEqual(
+      other.ratings.map((r) => r.low),
+      first.ratings.map((r) => r.low),
+    );
   });
 
   it('matches the point fit of fitEloPoint', () => {

@@ -136,7 +136,7 @@ describe('match handler', () => {
     });
   });
 
-  it('a missing snapshot object is S3\'s NoSuchKey, not a policy error', async () => {
+  it("a missing snapshot object is S3's NoSuchKey, not a policy error", async () => {
     const a = snapshot('gen-9', 9, 'mlp_policy.onnx');
     await assert.rejects(matchHandler({ a, b: RANDOM, games: 2, seed: 1, mode: 'greedy' }), (error: unknown) => (error as Error).name === 'NoSuchKey');
   });
@@ -165,7 +165,14 @@ describe('league handlers: start, plan, elo', () => {
   const train = (id: string, file: string) => ({
     snapshotOnnx: `s3://${BUCKET}/runs/league/exec-1/${id}/${file}`,
     stateDict: `s3://${BUCKET}/runs/league/exec-1/${id}/snapshot.pt`,
-    curves: { groups: ['tactical', 'random', 'self'], iteration: [1, 2], scoreByGroup: [[0.1, 0.5, 0.5], [0.2, 0.6, 0.5]] },
+    curves: {
+      groups: ['tactical', 'random', 'self'],
+      iteration: [1, 2],
+      scoreByGroup: [
+        [0.1, 0.5, 0.5],
+        [0.2, 0.6, 0.5],
+      ],
+    },
     evaluation: {
       vsTactical: { first: 0.3, second: 0.1, overall: 0.2, games: 100 },
       vsRandom: { first: 0.9, second: 0.8, overall: 0.85, games: 100 },
@@ -192,7 +199,10 @@ describe('league handlers: start, plan, elo', () => {
     assert.match(started.leagueUri, /^s3:\/\/league-bucket\/data\/selfplay\/league\/[0-9a-f]{64}\.json$/);
 
     const planned1 = await plan({ leagueUri: started.leagueUri, generation: 1, train: train('gen-1', 'column_policy.onnx'), ...settings });
-    assert.deepEqual(planned1.requests.map((r) => r.pairId), ['gen-1~random', 'gen-1~tactical']);
+    assert.deepEqual(
+      planned1.requests.map((r) => r.pairId),
+      ['gen-1~random', 'gen-1~tactical'],
+    );
     assert.equal(planned1.maxFailures, 1);
     const results1 = [];
     for (const r of planned1.requests) results1.push({ ok: true, value: await matchHandler(r) });
@@ -203,7 +213,10 @@ describe('league handlers: start, plan, elo', () => {
     assert.deepEqual(rated1.trainPpo, { learning_rate: 5e-4 }, 'generation 2 of 3 on the step schedule');
 
     const planned2 = await plan({ leagueUri: rated1.leagueUri, generation: 2, train: train('gen-2', 'mlp_policy.onnx'), ...settings });
-    assert.deepEqual(planned2.requests.map((r) => r.pairId), ['gen-2~random', 'gen-2~tactical', 'gen-2~gen-1']);
+    assert.deepEqual(
+      planned2.requests.map((r) => r.pairId),
+      ['gen-2~random', 'gen-2~tactical', 'gen-2~gen-1'],
+    );
     const results2 = [];
     for (const r of planned2.requests) results2.push({ ok: true, value: await matchHandler(r) });
     const rated2 = await elo({ leagueUri: planned2.leagueUri, generation: 2, results: results2, bootstrapSamples: 30, ...PLAN });
@@ -242,7 +255,10 @@ describe('league handlers: start, plan, elo', () => {
       assert.equal(error.field, 'train.snapshotOnnx');
       return true;
     });
-    await assert.rejects(plan({ leagueUri: started.leagueUri, generation: 2, train: train('gen-2', 'mlp_policy.onnx'), ...settings }), /generation.*next generation is 1/);
+    await assert.rejects(
+      plan({ leagueUri: started.leagueUri, generation: 2, train: train('gen-2', 'mlp_policy.onnx'), ...settings }),
+      /generation.*next generation is 1/,
+    );
     await assert.rejects(elo({ leagueUri: started.leagueUri, generation: 1, results: [], ...PLAN }), /generation.*last planned generation is none/);
     const bad = { pairId: 'gen-1~random', a: 'gen-1', b: 'random', games: 3 };
     const planned = await plan({ leagueUri: started.leagueUri, generation: 1, train: train('gen-1', 'column_policy.onnx'), ...settings });

@@ -26,7 +26,10 @@ const { URI, train, settings, rate, result, generation } = leagueFixtures;
 describe('league document', () => {
   it('starts with the two bots and trains the first generation against both and itself', () => {
     const doc = newLeague();
-    assert.deepEqual(doc.players.map((p) => p.id), ['random', 'tactical']);
+    assert.deepEqual(
+      doc.players.map((p) => p.id),
+      ['random', 'tactical'],
+    );
     assert.deepEqual(trainingGroups(doc.opponents), [['random', 'tactical'], ['tactical'], ['tactical'], ['self']]);
     assert.equal(leagueSummary(doc, 's3://b/k.json').initialStateDict, null);
   });
@@ -36,7 +39,10 @@ describe('league document', () => {
     doc = generation(doc, 1, { random: 90, tactical: 30 });
     doc = generation(doc, 2, { random: 95, tactical: 60, 'gen-1': 80 });
     const added = addSnapshot(doc, 3, train(3), settings);
-    assert.deepEqual(added.requests.map((r) => r.pairId), ['gen-3~random', 'gen-3~tactical', 'gen-3~gen-1', 'gen-3~gen-2']);
+    assert.deepEqual(
+      added.requests.map((r) => r.pairId),
+      ['gen-3~random', 'gen-3~tactical', 'gen-3~gen-1', 'gen-3~gen-2'],
+    );
     assert.equal(added.maxFailures, 2);
     assert.equal(doc.champion, 'gen-2');
     assert.equal(latestSnapshot(doc)?.id, 'gen-2');
@@ -46,7 +52,13 @@ describe('league document', () => {
       { name: 'gen-2', state_dict: `${URI}/2/snapshot.pt` },
       { name: 'gen-1', state_dict: `${URI}/1/snapshot.pt` },
     ]);
-    assert.deepEqual(doc.generations.map((g) => g.train.scoreVsTactical), [[0.1, 0.4], [0.1, 0.4]]);
+    assert.deepEqual(
+      doc.generations.map((g) => g.train.scoreVsTactical),
+      [
+        [0.1, 0.4],
+        [0.1, 0.4],
+      ],
+    );
     assert.equal(doc.generations[1]!.champion, 'gen-2');
   });
 
@@ -65,14 +77,20 @@ describe('league document', () => {
 
   it('refuses generations out of order, repeated results, and foreign matches, naming the field', () => {
     const doc = newLeague();
-    assert.throws(() => addSnapshot(doc, 2, train(2), settings), (e: unknown) => e instanceof ConfigError && e.field === 'generation');
+    assert.throws(
+      () => addSnapshot(doc, 2, train(2), settings),
+      (e: unknown) => e instanceof ConfigError && e.field === 'generation',
+    );
     const added = addSnapshot(doc, 1, train(1), settings);
     const one = { ok: true, value: result('gen-1', 'random', 60) };
     assert.throws(() => recordMatches(added.doc, 1, [one, one], rate), /results\.1.*same pair appears twice/);
     assert.throws(() => recordMatches(added.doc, 1, [{ ok: true, value: result('tactical', 'random', 60) }], rate), /results\.0\.value\.a/);
     const recorded = recordMatches(added.doc, 1, [one], rate).doc;
     assert.throws(() => recordMatches(recorded, 1, [one], rate), /already recorded/);
-    assert.throws(() => addSnapshot(doc, 1, { ...train(1), evaluation: {} }, settings), (e: unknown) => e instanceof ConfigError && e.field.startsWith('train.evaluation'));
+    assert.throws(
+      () => addSnapshot(doc, 1, { ...train(1), evaluation: {} }, settings),
+      (e: unknown) => e instanceof ConfigError && e.field.startsWith('train.evaluation'),
+    );
     assert.throws(() => addSnapshot(doc, 1, train(1), { ...settings, maxFailedPercent: 101 }), /maxFailedPercent/);
   });
 });
@@ -124,14 +142,17 @@ describe('learning-rate schedule', () => {
     assert.equal(scheduledLearningRate(1e-3, 10, 10, 'constant'), 1e-3);
   });
 
-  it("hands the next generation its PPO settings with the scheduled rate, the other fields untouched", () => {
+  it('hands the next generation its PPO settings with the scheduled rate, the other fields untouched', () => {
     const plan = { ppo: { learning_rate: 1e-3, update_epochs: 2 }, generations: 10, schedule: 'step' as const };
     let doc = newLeague();
     assert.deepEqual(leagueSummary(doc, 's3://b/k.json', plan).trainPpo, { learning_rate: 1e-3, update_epochs: 2 });
     for (let g = 1; g <= 7; g++) doc = generation(doc, g, { random: 90, tactical: 50 });
     assert.deepEqual(leagueSummary(doc, 's3://b/k.json', plan).trainPpo, { learning_rate: 2.5e-4, update_epochs: 2 });
     assert.deepEqual(ppoFor({ ...plan, ppo: { update_epochs: 2 } }, 9), { update_epochs: 2 });
-    assert.equal(SelfPlayConfig.safeParse({ ...SELFPLAY_SIZES.test, ppo: {}, learningRateSchedule: 'step' }).error?.issues[0]?.path.join('.'), 'ppo.learning_rate');
+    assert.equal(
+      SelfPlayConfig.safeParse({ ...SELFPLAY_SIZES.test, ppo: {}, learningRateSchedule: 'step' }).error?.issues[0]?.path.join('.'),
+      'ppo.learning_rate',
+    );
   });
 });
 

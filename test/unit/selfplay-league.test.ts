@@ -150,7 +150,13 @@ describe('matchPairs', () => {
   });
 
   it('the first snapshot plays the two bots', () => {
-    assert.deepEqual(matchPairs(snapshot(1), BOT_PLAYERS).map((p) => [p.a.id, p.b.id]), [['gen-1', 'random'], ['gen-1', 'tactical']]);
+    assert.deepEqual(
+      matchPairs(snapshot(1), BOT_PLAYERS).map((p) => [p.a.id, p.b.id]),
+      [
+        ['gen-1', 'random'],
+        ['gen-1', 'tactical'],
+      ],
+    );
   });
 
   it('refuses a bot as the new player, a player already in the league and duplicate ids', () => {
@@ -166,7 +172,10 @@ describe('matchPairs', () => {
     assert.deepEqual(more.slice(0, 3), first);
     assert.equal(new Set(more.map((r) => r.seed)).size, more.length, 'every pair has its own seed');
     const reseeded = matchRequests(snapshot(3), [...BOT_PLAYERS, snapshot(1)], { ...options, seed: 6 });
-    assert.notDeepEqual(reseeded.map((r) => r.seed), first.map((r) => r.seed));
+    assert.notDeepEqual(
+      reseeded.map((r) => r.seed),
+      first.map((r) => r.seed),
+    );
     for (const request of more) assert.equal(request.games, 400);
     rejectsWith(() => matchRequests(snapshot(3), BOT_PLAYERS, { ...options, games: 3 }), 'games', 3);
   });
@@ -190,7 +199,10 @@ describe('chooseOpponents', () => {
       { id: 'gen-4', elo: 300 },
       { id: 'gen-5', elo: 580 },
     ];
-    assert.deepEqual(chooseOpponents(ratings, league).map((p) => p.id), ['random', 'tactical', 'gen-3', 'gen-5', 'gen-2']);
+    assert.deepEqual(
+      chooseOpponents(ratings, league).map((p) => p.id),
+      ['random', 'tactical', 'gen-3', 'gen-5', 'gen-2'],
+    );
     assert.equal(championOf(ratings, league), 'gen-3');
     // The snapshots keep their URIs: the training job downloads them.
     assert.equal(chooseOpponents(ratings, league)[2].onnxUri, snapshot(3).onnxUri);
@@ -198,28 +210,58 @@ describe('chooseOpponents', () => {
 
   it('ties go to the later generation, then to the id', () => {
     const ratings = league.map((p) => ({ id: p.id, elo: p.kind === 'snapshot' ? 200 : 0 }));
-    assert.deepEqual(chooseOpponents(ratings, league).map((p) => p.id), ['random', 'tactical', 'gen-5', 'gen-4', 'gen-3']);
+    assert.deepEqual(
+      chooseOpponents(ratings, league).map((p) => p.id),
+      ['random', 'tactical', 'gen-5', 'gen-4', 'gen-3'],
+    );
     const twins = [snapshot(1, 'b-1'), snapshot(1, 'a-1')];
-    assert.deepEqual(chooseOpponents([{ id: 'b-1', elo: 5 }, { id: 'a-1', elo: 5 }], twins, 1).map((p) => p.id), ['random', 'tactical', 'a-1']);
+    assert.deepEqual(
+      chooseOpponents(
+        [
+          { id: 'b-1', elo: 5 },
+          { id: 'a-1', elo: 5 },
+        ],
+        twins,
+        1,
+      ).map((p) => p.id),
+      ['random', 'tactical', 'a-1'],
+    );
     // Independent of the order of the inputs.
     assert.deepEqual(chooseOpponents([...ratings].reverse(), [...league].reverse()), chooseOpponents(ratings, league));
   });
 
   it('fewer than k snapshots: all of them', () => {
-    const ratings = [{ id: 'random', elo: 0 }, { id: 'tactical', elo: 400 }, { id: 'gen-1', elo: 50 }, { id: 'gen-2', elo: 90 }];
-    assert.deepEqual(chooseOpponents(ratings, league.slice(0, 4)).map((p) => p.id), ['random', 'tactical', 'gen-2', 'gen-1']);
+    const ratings = [
+      { id: 'random', elo: 0 },
+      { id: 'tactical', elo: 400 },
+      { id: 'gen-1', elo: 50 },
+      { id: 'gen-2', elo: 90 },
+    ];
+    assert.deepEqual(
+      chooseOpponents(ratings, league.slice(0, 4)).map((p) => p.id),
+      ['random', 'tactical', 'gen-2', 'gen-1'],
+    );
   });
 
   it('the bots are always included: no snapshot yet, k = 0, bots rated above every snapshot', () => {
     assert.deepEqual(chooseOpponents([], []), [...BOT_PLAYERS]);
     const ratings = league.map((p) => ({ id: p.id, elo: p.kind === 'snapshot' ? -100 : 900 }));
-    assert.deepEqual(chooseOpponents(ratings, league, 0).map((p) => p.id), ['random', 'tactical']);
-    assert.deepEqual(chooseOpponents(ratings, league, 1).map((p) => p.id), ['random', 'tactical', 'gen-5']);
+    assert.deepEqual(
+      chooseOpponents(ratings, league, 0).map((p) => p.id),
+      ['random', 'tactical'],
+    );
+    assert.deepEqual(
+      chooseOpponents(ratings, league, 1).map((p) => p.id),
+      ['random', 'tactical', 'gen-5'],
+    );
     assert.equal(championOf([], BOT_PLAYERS), null);
   });
 
   it('skips unrated snapshots and refuses a bad k', () => {
-    assert.deepEqual(chooseOpponents([{ id: 'gen-2', elo: 10 }], league).map((p) => p.id), ['random', 'tactical', 'gen-2']);
+    assert.deepEqual(
+      chooseOpponents([{ id: 'gen-2', elo: 10 }], league).map((p) => p.id),
+      ['random', 'tactical', 'gen-2'],
+    );
     rejectsWith(() => chooseOpponents([], league, -1), 'k', -1);
     rejectsWith(() => chooseOpponents([], league, 1.5), 'k', 1.5);
   });
@@ -243,7 +285,10 @@ describe('toEloInput', () => {
   });
 
   it('leaves out a player with no match (all of its matches failed) and says so', () => {
-    const { input, unrated } = toEloInput([...BOT_PLAYERS, snapshot(1), snapshot(2)], [result('gen-1', 'random', 1, 1, 0), result('gen-1', 'tactical', 1, 1, 0)]);
+    const { input, unrated } = toEloInput(
+      [...BOT_PLAYERS, snapshot(1), snapshot(2)],
+      [result('gen-1', 'random', 1, 1, 0), result('gen-1', 'tactical', 1, 1, 0)],
+    );
     assert.deepEqual(input.players, ['random', 'tactical', 'gen-1']);
     assert.deepEqual(unrated, ['gen-2']);
   });
@@ -270,14 +315,17 @@ describe('rateLeague', () => {
     assert.equal(elo.random, 0);
     assert.ok(elo['gen-2'] > elo.tactical && elo.tactical > elo['gen-1'] && elo['gen-1'] > 0, JSON.stringify(elo));
     assert.equal(rated.champion, 'gen-2');
-    assert.deepEqual(rated.opponents.map((p) => p.id), ['random', 'tactical', 'gen-2', 'gen-1']);
+    assert.deepEqual(
+      rated.opponents.map((p) => p.id),
+      ['random', 'tactical', 'gen-2', 'gen-1'],
+    );
     for (const r of rated.ratings) assert.ok(r.low <= r.elo && r.elo <= r.high, `${r.id}: ${r.low} ${r.elo} ${r.high}`);
     assert.deepEqual(rateLeague(players, [...matches].reverse(), { bootstrapSamples: 50 }), rated, 'independent of match order');
   });
 });
 
 describe('headToHead', () => {
-  it('A\'s score for every pair, pooled over both orientations, null where they never met', () => {
+  it("A's score for every pair, pooled over both orientations, null where they never met", () => {
     const matches = [
       result('gen-1', 'random', 300, 80, 20), // gen-1 scores 310/400 against random
       result('gen-2', 'gen-1', 100, 280, 20), // gen-2 scores 110/400 against gen-1

@@ -66,7 +66,10 @@ function replayAndCheck(result: MatchResult): Game[] {
     else winsB++;
   });
   assert.deepEqual({ winsA, winsB, draws }, { winsA: result.winsA, winsB: result.winsB, draws: result.draws });
-  assert.equal(result.plies, result.moves.reduce((sum, m) => sum + m.length, 0));
+  assert.equal(
+    result.plies,
+    result.moves.reduce((sum, m) => sum + m.length, 0),
+  );
   return replays;
 }
 
@@ -138,8 +141,14 @@ describe('playMatch', () => {
       assert.ok(result.policyCalls <= 2 * result.rounds);
       // The rows of A's calls add up to every move A made: no game was left out of a call.
       const movesOfA = result.moves!.reduce((sum, m, i) => sum + (i % 2 === 0 ? Math.ceil(m.length / 2) : Math.floor(m.length / 2)), 0);
-      assert.equal(logA.reduce((sum, c) => sum + c.count, 0), movesOfA);
-      assert.equal(logB.reduce((sum, c) => sum + c.count, 0), result.plies - movesOfA);
+      assert.equal(
+        logA.reduce((sum, c) => sum + c.count, 0),
+        movesOfA,
+      );
+      assert.equal(
+        logB.reduce((sum, c) => sum + c.count, 0),
+        result.plies - movesOfA,
+      );
       replayAndCheck(result);
     });
 
@@ -149,7 +158,10 @@ describe('playMatch', () => {
       const result = await playMatch({ a: policy, b: policy, games: 100, seed: 5, mode: 'sample' });
       assert.equal(log.length, result.rounds);
       assert.equal(result.policyCalls, result.rounds);
-      assert.equal(log.reduce((sum, c) => sum + c.count, 0), result.plies);
+      assert.equal(
+        log.reduce((sum, c) => sum + c.count, 0),
+        result.plies,
+      );
     });
   });
 
@@ -184,7 +196,7 @@ describe('playMatch', () => {
   });
 
   describe('illegal moves', () => {
-    it('replaces a bot-like policy\'s illegal column with a legal one and counts each', async () => {
+    it("replaces a bot-like policy's illegal column with a legal one and counts each", async () => {
       const result = await playMatch({ a: fixedColumn(0), b: botPolicy(createRandomBot(8)), games: 200, seed: 8, mode: 'greedy', recordMoves: true });
       const replays = replayAndCheck(result); // throws if any played move was illegal
       // Count independently: every A move made while column 0 was already full.
@@ -221,7 +233,7 @@ describe('playMatch', () => {
       assert.deepEqual([result.firstMoverWinsA, result.secondMoverWinsA, result.scoreA], [5, 0, 0.5]);
     });
 
-    it('chooseMoves applies the same masking to a single game (the arena\'s case)', async () => {
+    it("chooseMoves applies the same masking to a single game (the arena's case)", async () => {
       const batch = new GameBatch(1);
       const random = seededRandom(1);
       assert.deepEqual(await chooseMoves(column, batch, [0], { mode: 'greedy', random }), { columns: [3], illegal: 0 });
@@ -235,8 +247,7 @@ describe('playMatch', () => {
 
   describe('determinism', () => {
     // Exact: one machine, one onnxruntime build and one model, run twice (one code path).
-    const run = (seed: number) =>
-      playMatch({ a: mlp, b: botPolicy(createTacticalBot(seed)), games: 100, seed, mode: 'sample', recordMoves: true });
+    const run = (seed: number) => playMatch({ a: mlp, b: botPolicy(createTacticalBot(seed)), games: 100, seed, mode: 'sample', recordMoves: true });
 
     it('the same seed replays the same match, move for move', async () => {
       assert.deepEqual(await run(31), await run(31));
@@ -326,7 +337,11 @@ describe('selectFromLogits', () => {
     for (const c of out) counts[c]++;
     assert.deepEqual([counts[2], counts[4], counts[5], counts[6]], [0, 0, 0, 0]);
     // Binomial standard deviation at n = 60,000 is at most 0.002; allow five of them.
-    for (const [c, p] of [[0, 1 / 6], [1, 2 / 6], [3, 3 / 6]] as const) {
+    for (const [c, p] of [
+      [0, 1 / 6],
+      [1, 2 / 6],
+      [3, 3 / 6],
+    ] as const) {
       assert.ok(Math.abs(counts[c] / draws - p) < 0.01, `column ${c}: ${counts[c] / draws} vs ${p}`);
     }
   });

@@ -66,10 +66,7 @@ describe('executionNameFor', () => {
 
   it('keeps bucket/key boundaries apart', () => {
     const object = parseObjectCreatedEvent(event);
-    assert.notEqual(
-      executionNameFor({ ...object, bucket: 'a', key: 'b/c' }),
-      executionNameFor({ ...object, bucket: 'a/b', key: 'c' }),
-    );
+    assert.notEqual(executionNameFor({ ...object, bucket: 'a', key: 'b/c' }), executionNameFor({ ...object, bucket: 'a/b', key: 'c' }));
   });
 
   it('uses the etag on an unversioned bucket', () => {
@@ -179,7 +176,7 @@ describe('trigger handler', () => {
     assert.equal(ddb.commandCalls(DeleteCommand).length, 0);
   });
 
-  it('rethrows a start failure on a redelivery and keeps the earlier delivery\'s ledger entry', async () => {
+  it("rethrows a start failure on a redelivery and keeps the earlier delivery's ledger entry", async () => {
     ddb.on(PutCommand).rejects(new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} }));
     const failure = new SFNServiceException({ name: 'ServiceUnavailable', $fault: 'server', message: 'try later', $metadata: {} });
     sfn.on(StartExecutionCommand).rejects(failure);
