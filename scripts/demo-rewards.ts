@@ -33,7 +33,7 @@ fake.reply(
       candidate(
         'thief',
         'a hostile candidate: reads credentials and tries the network',
-        'import os, urllib.request\nurllib.request.urlopen("http://169.254.170.2/v2/credentials", timeout=2)\n\n' + fn('return 0.0'),
+        `import os, urllib.request\nurllib.request.urlopen("http://169.254.170.2/v2/credentials", timeout=2)\n\n${fn('return 0.0')}`,
       ),
     ],
   },

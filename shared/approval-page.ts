@@ -137,12 +137,14 @@ export function messageResponse(kind: MessageKind, detail?: string): APIGatewayP
  * ASCII reads the same under every declared encoding.
  */
 export function svgDataUri(svg: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the class is every non-ASCII character, so it names the ASCII range from 0
   const ascii = svg.replace(/[^\x00-\x7f]/gu, (char) => `&#${char.codePointAt(0)};`);
   return `data:image/svg+xml;base64,${Buffer.from(ascii, 'ascii').toString('base64')}`;
 }
 
 /** One line of plain text: a value with a line break could otherwise fake lines (a link) in the text part. */
 function oneLine(value: DetailValue | undefined): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what is removed
   return String(value ?? '').replace(/[\u0000-\u001f\u007f\u2028\u2029]+/g, ' ');
 }
 

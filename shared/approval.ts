@@ -464,7 +464,7 @@ export function decisionUpdate(tableName: string, id: string, decision: Decision
     TableName: tableName,
     Key: approvalKey(id),
     ConditionExpression: '#state = :pending',
-    UpdateExpression: 'SET #state = :state, #decidedAt = :decidedAt, #decidedBy = :decidedBy' + (decision.comment === undefined ? '' : ', #comment = :comment'),
+    UpdateExpression: `SET #state = :state, #decidedAt = :decidedAt, #decidedBy = :decidedBy${decision.comment === undefined ? '' : ', #comment = :comment'}`,
     ExpressionAttributeNames: {
       '#state': 'state',
       '#decidedAt': 'decidedAt',

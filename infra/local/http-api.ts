@@ -207,7 +207,7 @@ function jwtCheckOf(resolver: TemplateResolver, stack: string, route: { Authoriz
     if (check) return check;
     const ref = (route.AuthorizerId as { Ref?: string } | undefined)?.Ref;
     const resource = ref ? resolver.template(stack).Resources[ref] : undefined;
-    if (!resource || resource.Type !== 'AWS::ApiGatewayV2::Authorizer') {
+    if (resource?.Type !== 'AWS::ApiGatewayV2::Authorizer') {
       throw new Error(`a JWT route of ${stack} names no authorizer of its stack (AuthorizerId ${JSON.stringify(route.AuthorizerId)})`);
     }
     const props = resolver.resolve(stack, resource.Properties ?? {}) as {
@@ -382,7 +382,7 @@ class LocalCognito {
     if (endpoint === '/logout' && req.method === 'GET') {
       const client = this.clients().find((c) => c.clientId === url.searchParams.get('client_id') && c.userPool === pool);
       const target = url.searchParams.get('logout_uri') ?? '';
-      if (!client || !client.logoutUrls.includes(target))
+      if (!client?.logoutUrls.includes(target))
         return sendJson(res, 400, { error: 'invalid_request', error_description: 'unknown client_id or logout_uri not among its sign-out URLs' });
       res.writeHead(302, { location: target });
       res.end();

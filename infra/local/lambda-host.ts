@@ -182,7 +182,10 @@ export class LambdaHost {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    for (const queue of this.waiting.values()) queue.splice(0).forEach((wake) => wake());
+    for (const queue of this.waiting.values())
+      queue.splice(0).forEach((wake) => {
+        wake();
+      });
     const all = [...this.sandboxes.values()].flat();
     this.sandboxes.clear();
     await Promise.all(all.map((s) => s.terminate()));

@@ -28,9 +28,9 @@ import {
   Mfa,
   OAuthScope,
   UserPool,
-  UserPoolClient,
+  type UserPoolClient,
   UserPoolClientIdentityProvider,
-  UserPoolDomain,
+  type UserPoolDomain,
 } from 'aws-cdk-lib/aws-cognito';
 import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { LogGroup } from 'aws-cdk-lib/aws-logs';

@@ -12,7 +12,7 @@
  * A new pipeline: `class XStack extends PipelineStack`, its functions and jobs, its states, then
  * `this.finish(first, { timeout })`. pipelines/probe/stack.ts is the smallest complete example.
  */
-import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
+import { type Duration, Stack, type StackProps } from 'aws-cdk-lib';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct } from 'constructs';
 import { join } from 'node:path';

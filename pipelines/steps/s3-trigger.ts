@@ -35,7 +35,7 @@ export class S3Trigger extends Construct {
 
   constructor(scope: Construct, id: string, props: S3TriggerProps) {
     super(scope, id);
-    if (!/^[A-Za-z0-9!_.*'()\/-]+$/.test(props.keyPattern) || props.keyPattern.startsWith('/')) {
+    if (!/^[A-Za-z0-9!_.*'()/-]+$/.test(props.keyPattern) || props.keyPattern.startsWith('/')) {
       throw new ConfigError('keyPattern', props.keyPattern, 'must be an S3 key pattern such as "checkpoints/*/manifest.json"');
     }
     const { resources, pipeline } = props.scope;

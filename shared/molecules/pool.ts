@@ -15,7 +15,7 @@
  * and ylides are refused because the xTB oracle runs every molecule as a closed-shell neutral
  * (charge 0, no unpaired electrons); those would need a charge-separated treatment it does not do.
  */
-import { ConfigError, PipelineError } from '#shared/errors.ts';
+import { ConfigError } from '#shared/errors.ts';
 import { InvalidSmilesError, PoolFileError } from './errors.ts';
 import { loadRDKit, parseMolecule, type RDKitMol } from './rdkit.ts';
 

@@ -127,7 +127,7 @@ export function measurementsCsv(campaign: Campaign): string {
       quote(m.result.reason ?? ''),
     ].join(','),
   );
-  return ['pool_index,smiles,arm,round,ok,gap_ev,hit,predicted_mean_ev,predicted_std_ev,from_cache,seconds,reason', ...rows].join('\n') + '\n';
+  return `${['pool_index,smiles,arm,round,ok,gap_ev,hit,predicted_mean_ev,predicted_std_ev,from_cache,seconds,reason', ...rows].join('\n')}\n`;
 }
 
 export interface PoolInfo {

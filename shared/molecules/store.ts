@@ -15,8 +15,7 @@ import { ConfigError, errorName, PipelineError } from '../errors.ts';
 import { canonicalJson, sha256Hex } from '../json.ts';
 import { parseOrThrow } from '../schema.ts';
 import { oracleKey } from '../table.ts';
-import { Campaign, OracleResult, parseCampaign } from './discovery.ts';
-import type { SkipCounts, SkipExample } from './pool.ts';
+import { type Campaign, type OracleResult, parseCampaign } from './discovery.ts';
 import type { Fingerprint } from './surrogate.ts';
 
 export async function exists(bucket: string, key: string): Promise<boolean> {

@@ -21,7 +21,7 @@
  */
 import { z } from 'zod';
 import { CholeskyError } from './errors.ts';
-import { ConfigError, PipelineError } from '#shared/errors.ts';
+import { ConfigError } from '#shared/errors.ts';
 import { seededRandom } from '#shared/random.ts';
 
 // ---------------------------------------------------------------------------------------------

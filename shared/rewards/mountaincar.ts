@@ -22,7 +22,7 @@
  * the trainer's cars draw their starts from the same stream of their training seed, so grading
  * seeds must differ from training seeds (`excludeSeeds` enforces it).
  */
-import { ConfigError, PipelineError, describeValue } from '#shared/errors.ts';
+import { ConfigError, describeValue } from '#shared/errors.ts';
 import { PolicyFormatError } from './errors.ts';
 import { seededRandom } from '#shared/random.ts';
 

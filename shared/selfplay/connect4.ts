@@ -16,7 +16,7 @@
  * ply, so `GameBatch` keeps all games in flat typed arrays, allocates nothing per move, and looks
  * for a win only on the four lines through the last piece.
  */
-import { PipelineError, ConfigError } from '#shared/errors.ts';
+import { ConfigError } from '#shared/errors.ts';
 import { IllegalMoveError } from './errors.ts';
 
 export const ROWS = 6;

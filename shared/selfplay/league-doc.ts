@@ -13,8 +13,8 @@
  */
 import { z } from 'zod';
 import { ConfigError } from '../errors.ts';
-import { BOT_PLAYERS, LeaguePlayer, MatchRequest, MatchResult, matchRequests, rateLeague, type LeagueRating } from './league.ts';
-import { SELECTION_MODES } from './match.ts';
+import { BOT_PLAYERS, LeaguePlayer, type MatchRequest, MatchResult, matchRequests, rateLeague, type LeagueRating } from './league.ts';
+import type { SELECTION_MODES } from './match.ts';
 import { parseOrThrow } from '../schema.ts';
 
 export const LEAGUE_FORMAT = 1;

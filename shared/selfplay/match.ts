@@ -27,7 +27,7 @@
  */
 import { COLS, GameBatch, OBSERVATION_SIZE, seatPlan } from '#shared/selfplay/connect4.ts';
 import type { Bot } from '#shared/selfplay/bots.ts';
-import { ConfigError, PipelineError } from '#shared/errors.ts';
+import { ConfigError } from '#shared/errors.ts';
 import { randomInt, seededRandom, type Random } from '#shared/random.ts';
 
 /** How a logits policy turns logits into a move: the best legal logit, or a softmax draw over legal logits. */

@@ -45,7 +45,6 @@ const CHROMIUM_ARGS = [
   '--disable-component-update',
   '--disable-sync',
 ];
-const GATE = 'approve: Wait for approval';
 /** A task token as the runtime mints them (a placeholder is not a token). */
 const TOKEN_PATTERN = /local-tt-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/;
 const TEST_TIMEOUT_MS = 90_000;

@@ -8,8 +8,8 @@ import { Template } from 'aws-cdk-lib/assertions';
 import { buildApp } from '#infra/build-app.ts';
 import { pipelineNamed } from '#infra/cli/config.ts';
 import { BatchJob } from '#pipelines/steps/batch-job.ts';
-import { PipelineFunction } from '#pipelines/steps/function.ts';
-import { SELFPLAY_PIPELINE, SelfPlayLeagueStack } from '#pipelines/selfplay/stack.ts';
+import type { PipelineFunction } from '#pipelines/steps/function.ts';
+import { SELFPLAY_PIPELINE, type SelfPlayLeagueStack } from '#pipelines/selfplay/stack.ts';
 import { definitionOf } from '../support/stacks.ts';
 
 type State = { Type: string; Next?: string; Choices?: { Variable: string; NumericLessThanEqualsPath?: string; Next: string }[]; [key: string]: unknown };

@@ -27,7 +27,10 @@ export function captureOutput(): OutputCapture {
   });
   return {
     text: () => chunks.join(''),
-    restore: () => streams.forEach((stream, i) => (stream.write = originals[i]!)),
+    restore: () =>
+      streams.forEach((stream, i) => {
+        stream.write = originals[i]!;
+      }),
   };
 }
 

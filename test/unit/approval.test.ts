@@ -42,7 +42,7 @@ import {
 import { ConfigError } from '#shared/errors.ts';
 import { canonicalJson, sha256Hex } from '#shared/json.ts';
 
-const KEY = 'k'.repeat(16) + '-test-signing-key';
+const KEY = `${'k'.repeat(16)}-test-signing-key`;
 const ID = 'AAAAAAAAAAAAAAAAAAAAAA';
 const NOW = 1_800_000_000;
 

@@ -13,7 +13,7 @@ import { CreateBucketCommand, GetObjectCommand, ListObjectsV2Command, PutObjectC
 import { BatchHost, type LocalJobDefinition } from '#infra/local/batch-host.ts';
 import { startS3rver, type S3Emulator } from '#infra/local/emulators.ts';
 import { sandboxAvailable } from '#infra/local/sandbox.ts';
-import { TaskError } from '#infra/local/lambda-host.ts';
+import type { TaskError } from '#infra/local/lambda-host.ts';
 import { LOCAL_KEY } from '#infra/local/resolve.ts';
 import { resetClients, s3Client } from '#shared/clients/aws.ts';
 import { gradePolicy, parsePolicy } from '#shared/rewards/mountaincar.ts';

@@ -233,18 +233,16 @@ describe('cli: --target aws', () => {
     cfn.reset();
     sfn.reset();
     const arn = 'arn:aws:states:eu-west-1:123456789012:stateMachine:probe';
-    cfn
-      .on(DescribeStacksCommand)
-      .resolves({
-        Stacks: [
-          {
-            StackName: 'FrontierProbe',
-            CreationTime: new Date(),
-            StackStatus: 'CREATE_COMPLETE',
-            Outputs: [{ OutputKey: 'StateMachineArn', OutputValue: arn }],
-          },
-        ],
-      });
+    cfn.on(DescribeStacksCommand).resolves({
+      Stacks: [
+        {
+          StackName: 'FrontierProbe',
+          CreationTime: new Date(),
+          StackStatus: 'CREATE_COMPLETE',
+          Outputs: [{ OutputKey: 'StateMachineArn', OutputValue: arn }],
+        },
+      ],
+    });
     sfn.on(StartExecutionCommand).resolves({ executionArn: `${arn}:exec`, startDate: new Date() });
     sfn
       .on(GetExecutionHistoryCommand)

@@ -12,7 +12,7 @@ import { spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { App } from 'aws-cdk-lib';
+import type { App } from 'aws-cdk-lib';
 import { AssetManifestArtifact } from 'aws-cdk-lib/cx-api';
 import { Template } from 'aws-cdk-lib/assertions';
 import { CreateBucketCommand, GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';

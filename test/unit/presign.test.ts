@@ -51,7 +51,7 @@ describe('presigned URLs for a sandboxed job', () => {
       const stored = await s3Client().send(new GetObjectCommand({ Bucket: 'jobs', Key: `runs/p/e/train/j1/output/${name}` }));
       assert.equal(await stored.Body!.transformToString(), `{"name":"${name}"}`);
     }
-    assert.ok(!urls.specUrl.includes(LOCAL_KEY + ':'), 'no secret in the URL');
+    assert.ok(!urls.specUrl.includes(`${LOCAL_KEY}:`), 'no secret in the URL');
   });
 
   it('names a bad request field (the handler parses the request)', async () => {
