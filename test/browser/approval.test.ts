@@ -7,11 +7,11 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DeleteObjectCommand, HeadObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
-import { chromium, type Browser, type Page, type Response as PageResponse } from 'playwright-core';
+import type { Browser, Page, Response as PageResponse } from 'playwright-core';
 import type { Execution, LocalRuntime } from '#infra/local/runtime.ts';
 import { approvalDigest, approvalLink, csrfToken, linkSignature } from '#shared/approval.ts';
 import { moleculeSvg } from '#shared/molecules/pool.ts';
@@ -33,18 +33,8 @@ import {
   type OutputCapture,
   type ParsedEmail,
 } from '../support/runtime.ts';
+import { launchChromium } from '../support/browser.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 /** A task token as the runtime mints them (a placeholder is not a token). */
 const TOKEN_PATTERN = /local-tt-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/;
 const TEST_TIMEOUT_MS = 90_000;
@@ -129,10 +119,9 @@ function stillWaiting(run: Waiting, because: string): void {
 }
 
 before(async () => {
-  assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: install Debian's chromium package`);
   output = captureOutput();
   rt = await startTestRuntime();
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+  browser = await launchChromium();
 });
 
 after(async () => {

@@ -6,7 +6,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import type { ExecutionRecord, LocalRuntime } from '#infra/local/runtime.ts';
 import { pipelineNamed } from '#infra/cli/config.ts';
 import { campaignSummary } from '#shared/molecules/discovery.ts';
@@ -14,18 +14,7 @@ import { readCampaign } from '#shared/molecules/store.ts';
 import { MOLECULES_SIZES, MoleculesConfig } from '#pipelines/molecules/config.ts';
 import { MOLECULES_PIPELINE } from '#pipelines/molecules/stack.ts';
 import { approvalLinkIn, nextEmailOrEnd, readEml, startTestRuntime, stopTestRuntime, waitFor, type ParsedEmail } from '../support/runtime.ts';
-
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
+import { launchChromium } from '../support/browser.ts';
 
 interface RoundSeen {
   email: ParsedEmail;
@@ -47,7 +36,7 @@ describe('molecular discovery smoke run, approved from the inbox in Chromium', (
 
   before(async () => {
     rt = await startTestRuntime({ pipelines: [pipelineNamed(MOLECULES_PIPELINE)] });
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    browser = await launchChromium();
     const execution = rt.startExecution(MOLECULES_PIPELINE, { config });
     for (;;) {
       const next = await nextEmailOrEnd(rt, execution.done);

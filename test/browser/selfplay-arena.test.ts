@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { Stack, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { z } from 'zod';
 import type { LocalRuntime } from '#infra/local/runtime.ts';
 import type { PipelineEntry } from '#infra/registry.ts';
@@ -27,18 +27,8 @@ import { s3Client } from '#shared/clients/aws.ts';
 import { Game } from '#shared/selfplay/connect4.ts';
 import { seededRandom } from '#shared/random.ts';
 import { captureOutput, logLines, startTestRuntime, stopTestRuntime, waitFor, type OutputCapture } from '../support/runtime.ts';
+import { launchChromium } from '../support/browser.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const TEST_TIMEOUT_MS = 60_000;
 const python = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
 
@@ -105,7 +95,6 @@ const post = (body: unknown, token?: string) =>
   });
 
 before(async () => {
-  assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: install Debian's chromium package`);
   policies = mkdtempSync(join(tmpdir(), 'arena-browser-'));
   const made = spawnSync(python, [join(REPO_ROOT, 'test/fixtures/connect4/make_policy.py'), policies], {
     encoding: 'utf8',
@@ -116,7 +105,7 @@ before(async () => {
   rt = await startTestRuntime({ pipelines: ARENA_APP });
   arenaUrl = `${rt.approvalApiUrl}/arena`;
   moveUrl = `${arenaUrl}/move`;
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+  browser = await launchChromium();
 });
 
 after(async () => {
