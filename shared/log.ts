@@ -43,10 +43,10 @@ export interface InvocationKeys {
 export function startInvocationLog(context: Context | undefined, keys: InvocationKeys): void {
   logger.resetKeys();
   if (context) logger.addContext(context);
-  logger.appendKeys(Object.fromEntries(Object.entries(keys).filter(([, value]) => value !== undefined)));
+  appendInvocationKeys(keys);
 }
 
-/** Adds keys learnt during the invocation (the approval item's execution and pipeline). */
+/** Adds keys learnt during the invocation (the approval item's execution and pipeline); undefined ones are left out. */
 export function appendInvocationKeys(keys: Partial<InvocationKeys>): void {
   logger.appendKeys(Object.fromEntries(Object.entries(keys).filter(([, value]) => value !== undefined)));
 }

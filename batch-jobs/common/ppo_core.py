@@ -7,6 +7,7 @@ No environment and no I/O here. Tested with hand-worked numbers (test_ppo_core.p
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, NamedTuple
 
 import torch
@@ -145,3 +146,20 @@ def ppo_epochs(net: nn.Module, optimizer: torch.optim.Optimizer, batch: Any, con
                 sums[name] += float(value.detach())
             steps += 1
     return {name: total / steps for name, total in sums.items()}
+
+
+@dataclasses.dataclass
+class RolloutRows:
+    """Base of a job's rollout batch (a dataclass of tensors, `obs` first): every field has one
+    row per decision, checked on construction; `size` is that number of rows."""
+
+    def __post_init__(self) -> None:
+        size = self.obs.shape[0]  # type: ignore[attr-defined]
+        for field in dataclasses.fields(self):
+            rows = getattr(self, field.name).shape[0]
+            if rows != size:
+                raise ValueError(f"{field.name}: {rows} rows, but obs has {size}")
+
+    @property
+    def size(self) -> int:
+        return int(self.obs.shape[0])  # type: ignore[attr-defined]

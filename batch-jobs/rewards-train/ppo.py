@@ -7,7 +7,6 @@ then ppo_update() for the gradient steps. Tested with hand-worked numbers (test_
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -17,7 +16,7 @@ from torch import nn
 
 from ppo_config import PPOConfig as BasePPOConfig
 from ppo_config import PPOConfigError, boolean, positive_int  # noqa: F401 - PPOConfigError: part of this module's interface
-from ppo_core import PPOLoss, gae, normalize_advantages, ppo_epochs, ppo_loss  # noqa: F401 - part of this module's interface
+from ppo_core import PPOLoss, RolloutRows, gae, normalize_advantages, ppo_epochs, ppo_loss  # noqa: F401 - part of this module's interface
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,7 @@ class RewardScaler:
 
 
 @dataclass
-class RolloutBatch:
+class RolloutBatch(RolloutRows):
     """Flattened rollout data, one row per decision: B rows in every field."""
 
     obs: torch.Tensor
@@ -119,17 +118,6 @@ class RolloutBatch:
     """[B] from gae()."""
     returns: torch.Tensor
     """[B] value targets from gae()."""
-
-    def __post_init__(self) -> None:
-        size = self.obs.shape[0]
-        for field in dataclasses.fields(self):
-            rows = getattr(self, field.name).shape[0]
-            if rows != size:
-                raise ValueError(f"{field.name}: {rows} rows, but obs has {size}")
-
-    @property
-    def size(self) -> int:
-        return int(self.obs.shape[0])
 
 
 def evaluate_actions(net: nn.Module, obs: torch.Tensor, actions: torch.Tensor

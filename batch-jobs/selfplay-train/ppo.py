@@ -7,7 +7,6 @@ then ppo_update() for the gradient steps.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -17,7 +16,7 @@ from torch import nn
 from policy import evaluate_actions
 from ppo_config import PPOConfig as BasePPOConfig
 from ppo_config import PPOConfigError  # noqa: F401 - part of this module's interface
-from ppo_core import PPOLoss, gae, normalize_advantages, ppo_epochs, ppo_loss  # noqa: F401 - part of this module's interface
+from ppo_core import PPOLoss, RolloutRows, gae, normalize_advantages, ppo_epochs, ppo_loss  # noqa: F401 - part of this module's interface
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ class PPOConfig(BasePPOConfig):
 
 
 @dataclass
-class RolloutBatch:
+class RolloutBatch(RolloutRows):
     """Flattened rollout data, one row per learner decision: B rows in every field."""
 
     obs: torch.Tensor
@@ -60,17 +59,6 @@ class RolloutBatch:
     """[B] from gae()."""
     returns: torch.Tensor
     """[B] value targets from gae()."""
-
-    def __post_init__(self) -> None:
-        size = self.obs.shape[0]
-        for field in dataclasses.fields(self):
-            rows = getattr(self, field.name).shape[0]
-            if rows != size:
-                raise ValueError(f"{field.name}: {rows} rows, but obs has {size}")
-
-    @property
-    def size(self) -> int:
-        return int(self.obs.shape[0])
 
 
 def ppo_update(net: nn.Module, optimizer: torch.optim.Optimizer, batch: RolloutBatch,
