@@ -28,6 +28,9 @@ import { LocalRuntime } from './local/runtime.ts';
 import { PIPELINES, type PipelineEntry } from './registry.ts';
 import { REWARDS_PIPELINE } from '../pipelines/rewards/stack.ts';
 import { MissingApiKeyError } from '#shared/rewards/errors.ts';
+import { MAX_SOURCE_CHARS } from '#shared/rewards/propose.ts';
+import { writeRewardSource } from '#shared/rewards/steps.ts';
+import { sha256Hex } from '#shared/json.ts';
 import { parseOrThrow } from '#shared/schema.ts';
 import { explainCache } from './cli/cache-explain.ts';
 import { pipelineNamed, resolveConfig } from './cli/config.ts';
@@ -55,11 +58,22 @@ const USAGE = `usage:
   frontier reset [--yes]
 options: --data-dir DIR (default .local), --port-base N (fixed loopback ports N..N+3)`;
 
-/** Reward files on the command line: each file's text, named by its file name, checked by the pipeline's schema. */
-function withRewardFiles(config: Record<string, unknown>, entry: PipelineEntry, files: string[] | undefined): Record<string, unknown> {
-  if (!files?.length) return config;
-  const rewardFiles = files.map((file) => {
+/**
+ * Reward files on the command line: each named by its file name and by the sha256 of its source,
+ * checked by the pipeline's schema; the sources go to the platform bucket before the run starts
+ * (`upload`), so that no source travels in the execution's input.
+ */
+function withRewardFiles(
+  config: Record<string, unknown>,
+  entry: PipelineEntry,
+  files: string[] | undefined,
+): { config: Record<string, unknown>; upload?: (bucket: string) => Promise<void> } {
+  if (!files?.length) return { config };
+  const sources = files.map((file) => {
     if (!existsSync(file)) throw new ConfigError('--reward-file', file, 'does not exist');
+    const source = readFileSync(file, 'utf8');
+    if (!source.trim()) throw new ConfigError('--reward-file', file, 'is empty');
+    if (source.length > MAX_SOURCE_CHARS) throw new ConfigError('--reward-file', file, `has ${source.length} characters, over ${MAX_SOURCE_CHARS}`);
     const name =
       basename(file)
         .replace(/\.py$/, '')
@@ -67,9 +81,15 @@ function withRewardFiles(config: Record<string, unknown>, entry: PipelineEntry, 
         .replace(/[^a-z0-9_-]+/g, '-')
         .replace(/^[^a-z]+/, '')
         .slice(0, 40) || 'reward';
-    return { name, source: readFileSync(file, 'utf8') };
+    return { name, source };
   });
-  return parseOrThrow(entry.config, { ...config, rewardFiles }, 'config') as Record<string, unknown>;
+  const rewardFiles = sources.map(({ name, source }) => ({ name, sha256: sha256Hex(source) }));
+  return {
+    config: parseOrThrow(entry.config, { ...config, rewardFiles }, 'config') as Record<string, unknown>,
+    upload: async (bucket) => {
+      for (const { source } of sources) await writeRewardSource({ bucket, pipeline: entry.name }, source);
+    },
+  };
 }
 
 /** Locally, reward search asks Claude only with a key; without one it says what to do instead. */
@@ -133,13 +153,13 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
         const rewardFiles = values['reward-file'];
         if (rewardFiles?.length && entry.name !== REWARDS_PIPELINE)
           throw new ConfigError('--reward-file', rewardFiles[0], `is for the ${REWARDS_PIPELINE} pipeline`);
-        const config = withRewardFiles(resolveConfig(entry, { full: values.full, size: values.size, config: values.config }), entry, rewardFiles);
+        const { config, upload } = withRewardFiles(resolveConfig(entry, { full: values.full, size: values.size, config: values.config }), entry, rewardFiles);
         if (entry.name === REWARDS_PIPELINE && values.target !== 'aws') requireClaudeOrFiles(config, process.env);
         if (values.target === 'aws') {
-          const result = await runAws(entry, config, { name: values.name }, io);
+          const result = await runAws(entry, config, { name: values.name, beforeStart: upload }, io);
           return result.status === 'SUCCEEDED' ? 0 : 1;
         }
-        const record = await runLocal(entry, config, { dataDir, portBase, name: values.name, verbose: values.verbose }, io);
+        const record = await runLocal(entry, config, { dataDir, portBase, name: values.name, verbose: values.verbose, beforeStart: upload }, io);
         return record.status === 'SUCCEEDED' ? 0 : 1;
       }
       case 'runs':

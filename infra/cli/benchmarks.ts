@@ -8,19 +8,17 @@
  *   backfill RUN [--benchmarks a,b]
  */
 import { readFileSync } from 'node:fs';
-import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { StartExecutionCommand } from '@aws-sdk/client-sfn';
 import { getGuardSettings, listBenchmarks, registerBenchmark, setGuardSettings, type RegistryLocation } from '#shared/evals/benchmarks.ts';
 import { CHECKPOINTS_PREFIX, locateCheckpoint, MANIFEST_NAME } from '#shared/evals/checkpoints.ts';
 import { s3Client, sfnClient } from '#shared/clients/aws.ts';
-import { ConfigError, MissingDeploymentError } from '#shared/errors.ts';
+import { ConfigError } from '#shared/errors.ts';
 import { sha256Hex } from '#shared/json.ts';
 import { LocalRuntime } from '../local/runtime.ts';
-import { PLATFORM_STACK_ID } from '../registry.ts';
 import { pipelineNamed, resolveConfig } from './config.ts';
 import type { Io } from './output.ts';
-import { deployedStateMachine } from './run-aws.ts';
+import { deployedPlatform, deployedStateMachine } from './run-aws.ts';
 
 import { EVALS_PIPELINE } from '#pipelines/evals/stack.ts';
 
@@ -37,22 +35,7 @@ async function withRegistry<T>(
   running?: LocalRuntime,
 ): Promise<T> {
   if (running) return body({ table: running.resources.tables[0]!, bucket: running.resources.buckets[0]! }, running);
-  if (options.target === 'aws') {
-    const cfn = new CloudFormationClient({});
-    let outputs;
-    try {
-      outputs = (await cfn.send(new DescribeStacksCommand({ StackName: PLATFORM_STACK_ID }))).Stacks?.[0]?.Outputs ?? [];
-    } catch (error) {
-      if ((error as Error).name === 'ValidationError')
-        throw new MissingDeploymentError(`the platform is not deployed (no stack ${PLATFORM_STACK_ID}); deploy it with: npx cdk deploy ${PLATFORM_STACK_ID}`);
-      throw error;
-    }
-    const output = (key: string) => outputs.find((o) => o.OutputKey === key)?.OutputValue;
-    const table = output('TableName');
-    const bucket = output('BucketName');
-    if (!table || !bucket) throw new MissingDeploymentError(`stack ${PLATFORM_STACK_ID} has no TableName/BucketName outputs; redeploy it`);
-    return body({ table, bucket });
-  }
+  if (options.target === 'aws') return body(await deployedPlatform());
   const runtime = await LocalRuntime.start({ dataDir: options.dataDir, portBase: options.portBase });
   try {
     return await body({ table: runtime.resources.tables[0]!, bucket: runtime.resources.buckets[0]! }, runtime);

@@ -3,11 +3,13 @@ import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-clo
 import { DescribeExecutionCommand, GetExecutionHistoryCommand, SFNClient, StartExecutionCommand, type HistoryEvent } from '@aws-sdk/client-sfn';
 import { STATE_MACHINE_OUTPUT } from '#pipelines/steps/pipeline.ts';
 import { MissingDeploymentError } from '#shared/errors.ts';
-import type { PipelineEntry } from '../registry.ts';
+import { PLATFORM_STACK_ID, type PipelineEntry } from '../registry.ts';
 import type { Io } from './output.ts';
 
 export interface AwsRunOptions {
   readonly name?: string;
+  /** What to put in the platform bucket before the run starts (e.g. reward files' sources). */
+  readonly beforeStart?: (bucket: string) => Promise<void>;
   /** Milliseconds between history polls. Default: 2000. */
   readonly pollMs?: number;
 }
@@ -18,6 +20,23 @@ function awsSetupHelp(entry: PipelineEntry): string {
     'configure a region and credentials (aws configure, or AWS_PROFILE / AWS_REGION), and deploy ' +
     `the stack first: npm run deploy -- FrontierPlatform ${entry.stackId}`
   );
+}
+
+/** The deployed platform's table and bucket (the FrontierPlatform stack's outputs), or a clear error. */
+export async function deployedPlatform(cfn = new CloudFormationClient({})): Promise<{ table: string; bucket: string }> {
+  let outputs;
+  try {
+    outputs = (await cfn.send(new DescribeStacksCommand({ StackName: PLATFORM_STACK_ID }))).Stacks?.[0]?.Outputs ?? [];
+  } catch (error) {
+    if ((error as Error).name === 'ValidationError')
+      throw new MissingDeploymentError(`the platform is not deployed (no stack ${PLATFORM_STACK_ID}); deploy it with: npx cdk deploy ${PLATFORM_STACK_ID}`);
+    throw error;
+  }
+  const output = (key: string) => outputs.find((o) => o.OutputKey === key)?.OutputValue;
+  const table = output('TableName');
+  const bucket = output('BucketName');
+  if (!table || !bucket) throw new MissingDeploymentError(`stack ${PLATFORM_STACK_ID} has no TableName/BucketName outputs; redeploy it`);
+  return { table, bucket };
 }
 
 /** The state machine ARN of a deployed pipeline stack, or a clear error saying how to deploy it. */
@@ -56,6 +75,7 @@ export async function runAws(
   clients = { cfn: new CloudFormationClient({}), sfn: new SFNClient({}) },
 ): Promise<{ status: string; output?: unknown; error?: string; cause?: string }> {
   const stateMachineArn = await deployedStateMachine(entry, clients.cfn);
+  if (options.beforeStart) await options.beforeStart((await deployedPlatform(clients.cfn)).bucket);
   const { executionArn } = await clients.sfn.send(new StartExecutionCommand({ stateMachineArn, name: options.name, input: JSON.stringify({ config }) }));
   io.out(`started ${executionArn}`);
   const mapItems = { done: 0, failed: 0 };

@@ -11,6 +11,8 @@ export interface LocalRunOptions {
   readonly name?: string;
   /** Print every state entered (default: only steps and Map progress). */
   readonly verbose?: boolean;
+  /** What to put in the platform bucket before the run starts (e.g. reward files' sources). */
+  readonly beforeStart?: (bucket: string) => Promise<void>;
 }
 
 export async function runLocal(entry: PipelineEntry, config: Record<string, unknown>, options: LocalRunOptions, io: Io): Promise<ExecutionRecord> {
@@ -39,6 +41,7 @@ export async function runLocal(entry: PipelineEntry, config: Record<string, unkn
       for (const link of linksInEml(readFileSync(file, 'utf8'))) io.out(`  approval needed: open ${link}`);
       io.out(`  (email saved to ${file})`);
     });
+    if (options.beforeStart) await options.beforeStart(runtime.resources.buckets[0]!);
     const execution = runtime.startExecution(entry.name, { config }, { name: options.name });
     io.out(`started ${execution.executionArn}`);
     // Runs this one starts through uploads (checkpoints starting evaluations) are reported too.

@@ -121,7 +121,9 @@ export class EvalsStack extends PipelineStack {
       resultPath: '$.steps.checkpoint',
     });
     const evaluate = fanOut(this, 'evaluate', {
+      scope: steps,
       itemsPath: '$.prep.suite',
+      failureItem: { benchmark: { 'name.$': '$.benchmark.name' } },
       itemSelector: {
         'benchmark.$': '$$.Map.Item.Value',
         'checkpoint.$': '$.prep.checkpoint',

@@ -131,10 +131,12 @@ export class MolecularDiscoveryStack extends PipelineStack {
       resultPath: '$.approval',
     });
     const oracle = fanOut(this, 'oracle', {
+      scope: steps,
       itemsPath: '$.proposal.chunks',
       iterator: (s) =>
         step(s, 'measure', {
-          run: runJob(oracleJob, steps),
+          // A chunk's result.json grows with the chunk (up to 500 molecules): it stays in S3.
+          run: runJob(oracleJob, steps, { result: 'uri' }),
           inputs: { 'molecules.$': '$.item.molecules', 'xtb.$': '$.item.xtb', 'parallel.$': '$.item.parallel' },
           resultPath: '$.result',
         }),

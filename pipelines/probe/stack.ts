@@ -90,7 +90,10 @@ export class ProbeStack extends PipelineStack {
       cache,
     });
     const square = fanOut(this, 'square', {
+      scope: steps,
       itemsPath: '$.steps.prepare.items',
+      // Squares of the probe's own numbers: a few characters each, kept inline for the sum's JSONPath filter.
+      values: 'inline',
       iterator: (s) => step(s, 'square-item', { run: invoke(squareFn), inputs: { 'x.$': '$.item' }, resultPath: '$.result', cache }),
       resultPath: '$.steps.square',
       maxConcurrency: 4,

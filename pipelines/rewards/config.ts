@@ -8,7 +8,6 @@
 import { z } from 'zod';
 import { MAX_TRAIN_TIMEOUT_SECONDS, MIN_TRAIN_TIMEOUT_SECONDS } from '#shared/rewards/loop.ts';
 import { DEFAULT_CLAUDE_MODEL } from '#shared/clients/anthropic.ts';
-import { MAX_SOURCE_CHARS } from '#shared/rewards/propose.ts';
 
 const seeds = (max: number) =>
   z
@@ -21,10 +20,16 @@ const seeds = (max: number) =>
     .min(1)
     .max(max);
 
+/**
+ * A reward file, named by the sha256 of its UTF-8 source, which lies at
+ * data/rewards/sources/<sha256>.py in the platform bucket (at most MAX_SOURCE_CHARS characters):
+ * `frontier run rewards --reward-file FILE.py` puts it there. The source never enters the
+ * execution's input or state.
+ */
 export const RewardFile = z
   .object({
     name: z.string().regex(/^[a-z][a-z0-9_-]{0,39}$/, 'must be a lowercase slug of at most 40 characters'),
-    source: z.string().min(1).max(MAX_SOURCE_CHARS),
+    sha256: z.string().regex(/^[0-9a-f]{64}$/, 'must be the sha256 (64 lowercase hex digits) of the source'),
   })
   .strict();
 

@@ -111,22 +111,27 @@ export class RewardSearchStack extends PipelineStack<StepResources & { readonly 
       resultPath: '$.proposal',
     });
     const runs = fanOut(this, 'runs', {
+      scope: steps,
       itemsPath: '$.proposal.items',
+      // Each item is a seed and its spec's key; what all items share comes once, from the proposal.
+      itemSelector: {
+        'item.$': '$$.Map.Item.Value',
+        'grading.$': '$.proposal.grading',
+        'timeoutSeconds.$': '$.proposal.timeoutSeconds',
+      },
       iterator: (s) =>
         step(s, 'train', {
           run: runJob(this.trainJob, steps, {
-            // The source travels in the spec; its hash, not its text, is in the cache key.
-            payload: {
-              'reward_source.$': '$.item.source',
-              'seed.$': '{inputs}.seed',
-              'total_steps.$': '{inputs}.train.total_steps',
-              'num_envs.$': '{inputs}.train.num_envs',
-              'evaluation_episodes.$': '{inputs}.train.evaluation_episodes',
-            },
+            // The spec (the candidate's source, the seed, the settings) was staged by propose; its
+            // key is content-addressed, so the key is the cache key too.
+            specKeyPath: '$.item.specKey',
+            // The trusted grade reads the policy from the output prefix; the job's own result.json,
+            // the candidate's word, is never read into the state.
+            result: 'uri',
             // The run's trainTimeoutSeconds: a candidate that never returns is stopped there.
-            timeoutPath: '$.item.timeoutSeconds',
+            timeoutPath: '$.timeoutSeconds',
           }),
-          inputs: { 'sourceSha256.$': '$.item.sourceSha256', 'seed.$': '$.item.seed', 'train.$': '$.item.train' },
+          inputs: { 'spec.$': '$.item.specKey' },
           resultPath: '$.train',
           cache,
         }).next(
@@ -137,8 +142,8 @@ export class RewardSearchStack extends PipelineStack<StepResources & { readonly 
               'policyUri.$': "States.Format('{}policy.json', $.train.outputUri)",
               'curvesUri.$': "States.Format('{}curves.json', $.train.outputUri)",
               train: { ok: true },
-              'gradeSeeds.$': '$.item.gradeSeeds',
-              'episodesPerSeed.$': '$.item.episodesPerSeed',
+              'gradeSeeds.$': '$.grading.gradeSeeds',
+              'episodesPerSeed.$': '$.grading.episodesPerSeed',
             },
             resultPath: '$.result',
             cache,
@@ -158,7 +163,7 @@ export class RewardSearchStack extends PipelineStack<StepResources & { readonly 
       inputs: {
         'generation.$': '$.loop.generation',
         'searchUri.$': '$.loop.searchUri',
-        'proposal.$': '$.proposal',
+        proposal: { 'proposalUri.$': '$.proposal.proposalUri' },
         'results.$': '$.steps.runs',
         'config.$': '$.config',
       },
@@ -171,7 +176,7 @@ export class RewardSearchStack extends PipelineStack<StepResources & { readonly 
     });
     const finalRecord = step(this, 'final-record', {
       run: invoke(finalFn),
-      inputs: { action: 'record', 'searchUri.$': '$.loop.searchUri', 'proposal.$': '$.proposal', 'results.$': '$.steps.runs' },
+      inputs: { action: 'record', 'searchUri.$': '$.loop.searchUri', proposal: { 'proposalUri.$': '$.proposal.proposalUri' }, 'results.$': '$.steps.runs' },
       resultPath: '$.final',
     });
     const reportAndPublish = this.reportAndPublish({

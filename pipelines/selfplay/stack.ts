@@ -127,7 +127,9 @@ export class SelfPlayLeagueStack extends PipelineStack {
       resultPath: '$.plan',
     });
     const matches = fanOut(this, 'matches', {
+      scope: steps,
       itemsPath: '$.plan.requests',
+      failureItem: { 'pairId.$': '$.item.pairId' },
       iterator: (s) =>
         step(s, 'match', {
           run: invoke(matchFn),

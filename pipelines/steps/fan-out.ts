@@ -3,16 +3,24 @@
  * item's result, so no failure is silently dropped. After the Map, the pipeline's tolerance
  * decides: more failures than tolerated fails the state with `FanOutFailed`.
  *
+ * The Map's results stay bounded whatever the items do: each item's value goes to S3 (its record
+ * is `{ok: true, uri}`) unless the pipeline keeps values inline because its own code bounds them,
+ * and a failure's cause (up to 32,768 characters on AWS, a candidate's message in it) always goes
+ * to S3: its record is `{ok: false, error, causeUri}` plus the few item fields the pipeline names.
+ * shared/fan-out.ts reads the records back as `{ok, value}` and `{ok, error, cause}`.
+ *
  * Inline Map runs at most 40 iterations at once, and every iteration adds history events:
  * chunk large item lists so a run stays far below the 25,000-event history limit.
  */
 import { Aws } from 'aws-cdk-lib';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import type { Construct } from 'constructs';
 import { ConfigError } from '#shared/errors.ts';
 import { checkStepId, stateName } from './names.ts';
 import { acknowledgeOnStateMachine, iam5Resource } from './nag-findings.ts';
 import type { StepScope } from './resources.ts';
+import { retryServiceErrors, SERVICE_ERRORS } from './step.ts';
 
 export type FailureTolerance =
   /** At most this many failed items. */
@@ -21,6 +29,8 @@ export type FailureTolerance =
   | { readonly maxFailuresPath: string };
 
 export interface FanOutProps {
+  /** The pipeline and platform: values and failure causes go to its bucket, under runs/<pipeline>/. */
+  readonly scope: StepScope;
   /** Path of the item array in the state. */
   readonly itemsPath: string;
   /**
@@ -30,8 +40,23 @@ export interface FanOutProps {
   readonly itemSelector?: Record<string, unknown>;
   /** Builds the states run for each item. They must end with the item's result at `$.result`. */
   readonly iterator: (scope: Construct) => sfn.IChainable;
-  /** Where the list of item results goes: `{ok: true, value}` or `{ok: false, item, error, cause}`. */
+  /**
+   * Where the list of item records goes: `{ok: true, uri}` (or `{ok: true, value}` with inline
+   * values) and `{ok: false, error, causeUri}` (plus `item` when `failureItem` is set).
+   */
   readonly resultPath: string;
+  /**
+   * `s3` (default): each item's value is written to S3 and its record holds the URI. `inline`: the
+   * value stays in the record; only for values the pipeline's own code bounds (a few numbers), so
+   * that the whole list stays far below 256 KiB at the largest item count the config allows.
+   */
+  readonly values?: 'inline' | 's3';
+  /**
+   * What of the iteration's input a failure record keeps as `item` (a Parameters template over
+   * it, e.g. `{'pairId.$': '$.item.pairId'}`): bounded fields only, never a source or a document.
+   * Default: nothing (records are in item order, so the item list names them).
+   */
+  readonly failureItem?: Record<string, unknown>;
   /** Iterations at once. Default: 10. Inline Map caps this at 40. */
   readonly maxConcurrency?: number;
   /** Default: no failure tolerated. */
@@ -49,6 +74,8 @@ export function fanOut(scope: Construct, stepId: string, props: FanOutProps): sf
     throw new ConfigError('tolerance.maxFailures', tolerance.maxFailures, 'must be a non-negative integer');
   }
 
+  const { bucket } = props.scope.resources;
+  const runPrefix = `runs/${props.scope.pipeline}/{}/${stepId}`;
   const map = new sfn.Map(scope, stateName(stepId, 'Items'), {
     itemsPath: props.itemsPath,
     itemSelector: props.itemSelector ?? {
@@ -59,20 +86,71 @@ export function fanOut(scope: Construct, stepId: string, props: FanOutProps): sf
     resultPath: props.resultPath,
   });
   // A one-branch Parallel gives the whole iteration one Catch, however many states it has.
+  const inline = props.values === 'inline';
   const guard = new sfn.Parallel(scope, stateName(stepId, 'Item'), {
-    resultSelector: { ok: true, 'value.$': '$[0].result' },
+    resultSelector: { 'value.$': '$[0].result' },
+    resultPath: inline ? '$' : '$.outcome',
   });
   guard.branch(props.iterator(scope));
+  const putObject = (id: string, keyPath: string, body: string) => {
+    const put = new tasks.CallAwsService(scope, stateName(stepId, id), {
+      service: 's3',
+      action: 'putObject',
+      parameters: { Bucket: bucket.bucketName, Key: sfn.JsonPath.stringAt(keyPath), Body: body },
+      iamResources: [bucket.arnForObjects(`runs/${props.scope.pipeline}/*`)],
+      resultPath: sfn.JsonPath.DISCARD,
+    });
+    retryServiceErrors(put, SERVICE_ERRORS);
+    return put;
+  };
+  const key = (id: string, folder: string, extension: string) =>
+    new sfn.Pass(scope, stateName(stepId, id), {
+      parameters: { 'key.$': `States.Format('${runPrefix}/${folder}/{}.${extension}', $$.Execution.Name, States.UUID())` },
+      resultPath: '$.stored',
+    });
+  const uriOf = "States.Format('s3://{}/{}', '" + bucket.bucketName + "', $.stored.key)";
+  if (inline) {
+    const ok = new sfn.Pass(scope, stateName(stepId, 'Item done'), { parameters: { ok: true, 'value.$': '$.value' } });
+    guard.next(ok);
+  } else {
+    const done = new sfn.Pass(scope, stateName(stepId, 'Item done'), { parameters: { ok: true, 'uri.$': uriOf } });
+    guard
+      .next(key('Value key', 'items', 'json'))
+      .next(putObject('Store value', '$.stored.key', sfn.JsonPath.jsonToString(sfn.JsonPath.objectAt('$.outcome.value'))))
+      .next(done);
+  }
+  // A failure's Error is at most 256 characters on AWS; its Cause (up to 32,768) goes to S3. A
+  // Fail state may give no Cause: the defaults make both fields present before they are read.
+  const failureDefaults = new sfn.Pass(scope, stateName(stepId, 'Failure defaults'), {
+    result: sfn.Result.fromObject({ Error: 'States.TaskFailed', Cause: '' }),
+    resultPath: '$.failureDefaults',
+  });
+  const failureFields = new sfn.Pass(scope, stateName(stepId, 'Failure fields'), {
+    parameters: { 'value.$': 'States.JsonMerge($.failureDefaults, $.failure, false)' },
+    resultPath: '$.failure',
+  });
   const recordFailure = new sfn.Pass(scope, stateName(stepId, 'Item failed'), {
     parameters: {
       ok: false,
-      'item.$': '$',
-      'error.$': '$.failure.Error',
-      'cause.$': '$.failure.Cause',
+      'error.$': '$.failure.value.Error',
+      'causeUri.$': uriOf,
+      ...(props.failureItem ? { item: props.failureItem } : {}),
     },
   });
-  guard.addCatch(recordFailure, { errors: ['States.ALL'], resultPath: '$.failure' });
+  failureDefaults
+    .next(failureFields)
+    .next(key('Cause key', 'failures', 'txt'))
+    .next(putObject('Store cause', '$.stored.key', sfn.JsonPath.stringAt('$.failure.value.Cause')))
+    .next(recordFailure);
+  guard.addCatch(failureDefaults, { errors: ['States.ALL'], resultPath: '$.failure' });
   map.itemProcessor(guard);
+  acknowledgeOnStateMachine(scope, [
+    {
+      id: iam5Resource(scope, bucket.arnForObjects(`runs/${props.scope.pipeline}/*`)),
+      reason:
+        "A fan-out writes each item's value and each failure's cause under runs/<pipeline>/<execution>/<step>/, keys made at run time (the execution's name and a UUID).",
+    },
+  ]);
 
   // Counting takes three small states because a JSONPath filter that matches nothing is an
   // error ("does not point to a value"): the filter runs only once a failure is known to exist.

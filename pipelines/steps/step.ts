@@ -22,6 +22,13 @@ import { MAX_PRESIGN_SECONDS } from '#shared/presign.ts';
 /** Where a step's scratch values live while it runs. */
 export const SCRATCH = '$._step';
 
+/**
+ * The largest result.json a job step reads into the state: a bigger one fails the step with
+ * `JobResultTooLarge` (catchable, unlike a state over 256 KiB). A job whose result can be larger
+ * runs with `result: 'uri'` and its readers fetch it.
+ */
+export const MAX_JOB_RESULT_BYTES = 64 * 1024;
+
 /** Errors of the Lambda service itself, worth retrying; errors our code throws are not. */
 export const LAMBDA_SERVICE_ERRORS = [
   'Lambda.ClientExecutionTimeoutException',
@@ -104,6 +111,18 @@ export function runJob(
   options: {
     payload?: Record<string, unknown>;
     /**
+     * A JSONPath to the S3 key (in the platform bucket) of a spec document written earlier, e.g. by
+     * a Lambda, copied as the job's spec: for a spec that holds what does not belong in the state
+     * (a source, a long list). Instead of `payload`.
+     */
+    specKeyPath?: string;
+    /**
+     * `inline` (default): the job's result.json, at most MAX_JOB_RESULT_BYTES, is the step's
+     * result. `uri`: the result is `{resultUri}` and readers fetch it, for results whose size the
+     * job's input decides.
+     */
+    result?: 'inline' | 'uri';
+    /**
      * A JSONPath (into the state's input, e.g. `$.item.timeoutSeconds`) to the job's wall-clock
      * limit in seconds, set at submit: Batch's attempt timeout (60 s at least; it replaces the
      * definition's), and locally the job's or the sandbox's wall limit.
@@ -111,10 +130,19 @@ export function runJob(
     timeoutPath?: string;
   } = {},
 ): StepRunner {
-  if (options.timeoutPath !== undefined && !/^\$\.[\w.]+$/.test(options.timeoutPath)) {
-    throw new ConfigError('timeoutPath', options.timeoutPath, 'must be a JSONPath starting with "$." (e.g. "$.item.timeoutSeconds")');
+  for (const [field, path] of [
+    ['timeoutPath', options.timeoutPath],
+    ['specKeyPath', options.specKeyPath],
+  ] as const) {
+    if (path !== undefined && !/^\$\.[\w.]+$/.test(path)) {
+      throw new ConfigError(field, path, 'must be a JSONPath starting with "$." (e.g. "$.item.specKey")');
+    }
+  }
+  if (options.specKeyPath !== undefined && options.payload !== undefined) {
+    throw new ConfigError('specKeyPath', options.specKeyPath, 'cannot be combined with payload: the spec is either copied or built');
   }
   const { bucket } = scope.resources;
+  const resultMode = options.result ?? 'inline';
   return {
     codeVersion: job.codeVersion,
     build(construct, stepId, inputsPath, resultPath) {
@@ -141,18 +169,33 @@ export function runJob(
         },
         resultPath: `${SCRATCH}.job`,
       });
-      const writeSpec = new tasks.CallAwsService(construct, stateName(stepId, 'Write spec'), {
-        service: 's3',
-        action: 'putObject',
-        parameters: {
-          Bucket: bucket.bucketName,
-          Key: sfn.JsonPath.stringAt(`${SCRATCH}.job.specKey`),
-          Body: sfn.JsonPath.jsonToString(sfn.JsonPath.objectAt(payloadPath)),
-          ContentType: 'application/json',
-        },
-        iamResources: [bucket.arnForObjects('runs/*')],
-        resultPath: sfn.JsonPath.DISCARD,
-      });
+      const writeSpec = options.specKeyPath
+        ? new tasks.CallAwsService(construct, stateName(stepId, 'Copy spec'), {
+            service: 's3',
+            action: 'copyObject',
+            // CopyObject is authorized by s3:GetObject on the source and s3:PutObject on the copy.
+            iamAction: 's3:PutObject',
+            parameters: {
+              Bucket: bucket.bucketName,
+              Key: sfn.JsonPath.stringAt(`${SCRATCH}.job.specKey`),
+              CopySource: sfn.JsonPath.format(`${bucket.bucketName}/{}`, sfn.JsonPath.stringAt(options.specKeyPath)),
+            },
+            iamResources: [bucket.arnForObjects('runs/*')],
+            additionalIamStatements: [new iam.PolicyStatement({ actions: ['s3:GetObject'], resources: [bucket.arnForObjects(`data/${scope.pipeline}/*`)] })],
+            resultPath: sfn.JsonPath.DISCARD,
+          })
+        : new tasks.CallAwsService(construct, stateName(stepId, 'Write spec'), {
+            service: 's3',
+            action: 'putObject',
+            parameters: {
+              Bucket: bucket.bucketName,
+              Key: sfn.JsonPath.stringAt(`${SCRATCH}.job.specKey`),
+              Body: sfn.JsonPath.jsonToString(sfn.JsonPath.objectAt(payloadPath)),
+              ContentType: 'application/json',
+            },
+            iamResources: [bucket.arnForObjects('runs/*')],
+            resultPath: sfn.JsonPath.DISCARD,
+          });
       retryServiceErrors(writeSpec, SERVICE_ERRORS);
       // A sandboxed job holds no credentials: presigned URLs for its spec and its declared outputs.
       const presign = job.sandboxOutputs
@@ -196,35 +239,71 @@ export function runJob(
         resultPath: `${SCRATCH}.job.batch`,
         // No Step Functions retry: Batch attempts own user-code retries.
       });
-      const readResult = new tasks.CallAwsService(construct, stateName(stepId, 'Read result'), {
+      // Without s3:ListBucket a missing key is AccessDenied, not NoSuchKey, and the Catch below that
+      // names a job without result.json would never match. No s3:prefix condition: a GetObject or
+      // HeadObject request carries no prefix for S3 to test it against.
+      const listBucket = new iam.PolicyStatement({ actions: ['s3:ListBucket'], resources: [bucket.bucketArn] });
+      const noResult = new sfn.Fail(construct, stateName(stepId, 'No result'), {
+        error: 'JobResultMissing',
+        cause: `The ${stepId} job exited 0 but wrote no result.json under its OUTPUT_URI`,
+      });
+      // The result's size is known before it is read: a result.json over the bound fails the step
+      // with an error a Catch can take, where reading it would overflow the state.
+      const sizeResult = new tasks.CallAwsService(construct, stateName(stepId, 'Result size'), {
         service: 's3',
-        action: 'getObject',
+        action: 'headObject',
+        // HeadObject is authorized by s3:GetObject; there is no s3:HeadObject action.
+        iamAction: 's3:GetObject',
         parameters: { Bucket: bucket.bucketName, Key: sfn.JsonPath.stringAt(`${SCRATCH}.job.resultKey`) },
         iamResources: [bucket.arnForObjects('runs/*')],
-        // Without s3:ListBucket a missing key is AccessDenied, not NoSuchKey, and the Catch
-        // below that names a job without result.json would never match. No s3:prefix condition:
-        // a GetObject request carries no prefix for S3 to test it against.
-        additionalIamStatements: [new iam.PolicyStatement({ actions: ['s3:ListBucket'], resources: [bucket.bucketArn] })],
-        resultSelector: { 'value.$': 'States.StringToJson($.Body)' },
-        resultPath: `${SCRATCH}.job.result`,
+        additionalIamStatements: [listBucket],
+        resultSelector: { 'bytes.$': '$.ContentLength' },
+        resultPath: `${SCRATCH}.job.head`,
       });
-      retryServiceErrors(readResult, SERVICE_ERRORS);
-      readResult.addCatch(
-        new sfn.Fail(construct, stateName(stepId, 'No result'), {
-          error: 'JobResultMissing',
-          cause: `The ${stepId} job exited 0 but wrote no result.json under its OUTPUT_URI`,
-        }),
-        { errors: ['S3.NoSuchKeyException'] },
-      );
-      // A sandboxed job's result.json is the candidate's own word: it comes with the output prefix
-      // the runner chose, so that trusted steps read outputs from there, never from a location
-      // the job wrote.
-      const deliver = new sfn.Pass(construct, stateName(stepId, 'Job result'), {
-        ...(job.sandboxOutputs
-          ? { parameters: { 'result.$': `${SCRATCH}.job.result.value`, 'outputUri.$': `${SCRATCH}.job.outputUri` } }
-          : { inputPath: `${SCRATCH}.job.result.value` }),
-        resultPath,
-      });
+      retryServiceErrors(sizeResult, SERVICE_ERRORS);
+      // HeadObject has no body to name the error: a missing key is NotFound (NoSuchKey for GetObject).
+      sizeResult.addCatch(noResult, { errors: ['S3.NoSuchKeyException', 'S3.NotFoundException'] });
+      let delivered: sfn.IChainable & sfn.INextable;
+      if (resultMode === 'uri') {
+        delivered = new sfn.Pass(construct, stateName(stepId, 'Job result'), {
+          parameters: {
+            'resultUri.$': `States.Format('s3://{}/{}', '${bucket.bucketName}', ${SCRATCH}.job.resultKey)`,
+            ...(job.sandboxOutputs ? { 'outputUri.$': `${SCRATCH}.job.outputUri` } : {}),
+          },
+          resultPath,
+        });
+        sizeResult.next(delivered);
+      } else {
+        const readResult = new tasks.CallAwsService(construct, stateName(stepId, 'Read result'), {
+          service: 's3',
+          action: 'getObject',
+          parameters: { Bucket: bucket.bucketName, Key: sfn.JsonPath.stringAt(`${SCRATCH}.job.resultKey`) },
+          iamResources: [bucket.arnForObjects('runs/*')],
+          additionalIamStatements: [listBucket],
+          resultSelector: { 'value.$': 'States.StringToJson($.Body)' },
+          resultPath: `${SCRATCH}.job.result`,
+        });
+        retryServiceErrors(readResult, SERVICE_ERRORS);
+        readResult.addCatch(noResult, { errors: ['S3.NoSuchKeyException'] });
+        const tooLarge = new sfn.Fail(construct, stateName(stepId, 'Result too large'), {
+          error: 'JobResultTooLarge',
+          cause: `The ${stepId} job wrote a result.json over ${MAX_JOB_RESULT_BYTES} bytes; a job whose result can be larger runs with result: 'uri'`,
+        });
+        // A sandboxed job's result.json is the candidate's own word: it comes with the output prefix
+        // the runner chose, so that trusted steps read outputs from there, never from a location
+        // the job wrote.
+        delivered = new sfn.Pass(construct, stateName(stepId, 'Job result'), {
+          ...(job.sandboxOutputs
+            ? { parameters: { 'result.$': `${SCRATCH}.job.result.value`, 'outputUri.$': `${SCRATCH}.job.outputUri` } }
+            : { inputPath: `${SCRATCH}.job.result.value` }),
+          resultPath,
+        });
+        sizeResult.next(
+          new sfn.Choice(construct, stateName(stepId, 'Result fits?'))
+            .when(sfn.Condition.numberGreaterThan(`${SCRATCH}.job.head.bytes`, MAX_JOB_RESULT_BYTES), tooLarge)
+            .otherwise(readResult.next(delivered)),
+        );
+      }
       acknowledgeOnStateMachine(construct, [
         {
           id: iam5Resource(construct, bucket.arnForObjects('runs/*')),
@@ -239,7 +318,8 @@ export function runJob(
       ]);
       const start = sfn.Chain.start(prepare).next(locate);
       const written = (buildSpec ? start.next(buildSpec) : start).next(writeSpec);
-      return (presign ? written.next(presign) : written).next(submit).next(readResult).next(deliver);
+      (presign ? written.next(presign) : written).next(submit).next(sizeResult);
+      return sfn.Chain.custom(prepare, [delivered], delivered);
     },
   };
 }

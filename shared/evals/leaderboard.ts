@@ -12,6 +12,7 @@ import { z } from 'zod';
 import { listArtifactVersions, type IndexLocation } from '../artifacts.ts';
 import { escapeHtml, svgOf } from '../charts.ts';
 import { writeFile } from '../documents.ts';
+import { readOutcomes } from '../fan-out.ts';
 import { canonicalJson, sha256Hex } from '../json.ts';
 import { parseOrThrow } from '../schema.ts';
 import { listBenchmarks } from './benchmarks.ts';
@@ -111,7 +112,8 @@ export const LeaderboardRequest = z
     baseStep: z.int().min(0).nullable(),
     evalArtifact: z.string(),
     guard: z.object({ target: z.string().nullable(), guard: z.string().nullable(), marginPoints: z.number() }),
-    items: z.array(z.object({ ok: z.boolean(), item: z.unknown().optional(), error: z.string().optional(), cause: z.string().optional() }).loose()),
+    /** The evaluate fan-out's records (shared/fan-out.ts reads them back). */
+    items: z.array(z.unknown()),
   })
   .strict();
 export type LeaderboardRequest = z.infer<typeof LeaderboardRequest>;
@@ -134,14 +136,9 @@ export async function writeLeaderboard(ctx: LeaderboardContext, request: Leaderb
     .map((a) => parseOrThrow(EvalMetrics, a.metrics, `${request.evalArtifact}@${a.version}.metrics`))
     .filter((m) => m.run === request.run);
   const results = currentResults(all, versions);
-  const failures: EvalFailure[] = request.items
-    .filter((i) => !i.ok)
-    .map((i) => ({
-      step: request.step,
-      benchmark: parseOrThrow(FailedItem, i.item, 'items.item').benchmark.name,
-      error: i.error ?? 'Error',
-      cause: i.cause ?? '',
-    }));
+  const failures: EvalFailure[] = (await readOutcomes(request.items, 'items')).flatMap((i, n) =>
+    i.ok ? [] : [{ step: request.step, benchmark: parseOrThrow(FailedItem, i.item, `items.${n}.item`).benchmark.name, error: i.error, cause: i.cause }],
+  );
   const baseStep = request.baseStep ?? Math.min(...results.map((r) => r.step), request.step);
   const { target, guard, marginPoints } = request.guard;
   const decision: GuardDecision =

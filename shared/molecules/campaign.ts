@@ -14,6 +14,7 @@ import { OracleJobFailed } from './errors.ts';
 import { readObjectBytes } from '../clients/aws.ts';
 import { APPROVAL_ITEMS_PREFIX } from '../approval.ts';
 import { ConfigError } from '../errors.ts';
+import { readOutcomes } from '../fan-out.ts';
 import { jobFailureText } from '../job.ts';
 import { canonicalJson, sha256Hex } from '../json.ts';
 import { parseOrThrow } from '../schema.ts';
@@ -46,7 +47,7 @@ import {
   XtbSettings,
   type PoolDoc,
 } from './store.ts';
-import { writeContentAddressed } from '../documents.ts';
+import { parseJsonBytes, writeContentAddressed } from '../documents.ts';
 
 /** Morgan radius 2, 2,048 bits: the surrogate's fingerprints. */
 export const FINGERPRINT = { radius: 2, nBits: 2048 } as const;
@@ -247,7 +248,9 @@ const JobMeasurement = z
   })
   .loose();
 
-/** What a fan-out of oracle jobs returns: one `{ok, value}` per job, the value being its result.json. */
+const JobResultRef = z.object({ resultUri: z.string().startsWith('s3://') }).strict();
+
+/** A fan-out of oracle jobs, read back (shared/fan-out.ts): one `{ok, value}` per job, the value being its result.json. */
 const FanOutResults = z.array(
   z.union([
     z.object({ ok: z.literal(true), value: z.object({ measurements: z.array(JobMeasurement) }).loose() }).loose(),
@@ -266,7 +269,16 @@ export async function recordStep(
   input: { campaignUri: string; outcome: Decision; results: unknown; xtb: XtbSettings; executionId: string },
 ) {
   const campaign = await readCampaign(input.campaignUri);
-  const jobs = parseOrThrow(FanOutResults, input.results ?? [], 'results');
+  const outcomes = await readOutcomes(input.results ?? [], 'results');
+  // Each job's result.json stays in S3 (its size grows with the chunk): read it here.
+  const withResults = await Promise.all(
+    outcomes.map(async (o, j) => {
+      if (!o.ok) return o;
+      const { resultUri } = parseOrThrow(JobResultRef, o.value, `results.${j}.value`);
+      return { ok: true, value: parseJsonBytes(await readObjectBytes(resultUri, `results.${j}.value.resultUri`), `results.${j}.value.resultUri`, resultUri) };
+    }),
+  );
+  const jobs = parseOrThrow(FanOutResults, withResults, 'results');
   const pending = new Map((campaign.pending?.items ?? []).map((item) => [String(item.index), item]));
   const results = new Map<number, OracleResult>();
   const fresh: { smiles: string; result: OracleResult }[] = [];

@@ -9,12 +9,22 @@
  *
  * About 11 % of optimisations change the molecule (hydrogens lost or moved, spurious bonds between
  * neighbouring groups) and then report falsely low gaps: the bond graph of the optimised geometry
- * (bonds from covalent radii) must equal the molecule's, else the measurement is retried once from
- * another seed, and then recorded as failed with that reason.
+ * (bonds from covalent radii) must equal the molecule's, else the measurement is retried once, and
+ * then recorded as failed with that reason. The retry starts from a different geometry, not just
+ * other offsets: the flat layout of a crowded molecule (ortho tert-butyl or nitro groups, peri
+ * substituents) puts atoms of neighbouring groups within bonding distance of each other (1.5 A
+ * between the oxygens of o-dinitrobenzene), and GFN2 then joins them from any seed. So the retry
+ * first relaxes that layout with xtb's GFN-FF force field (`--gfnff --opt`, under a second for
+ * these molecules), given the molecule's bonds as an SDF connection table (from an xyz file GFN-FF
+ * would take its bonds from the crowded distances too), and runs GFN2 from the result.
+ *
+ * A failed xtb run is recorded with xtb's own reason: the error block at the end of its output
+ * (e.g. "Geometry optimization failed; ...; optimizer_relax: |grad| > 500, something is totally
+ * wrong!"), at most XTB_ERROR_CHARS characters, or stderr's error line when there is no block.
  */
 import { spawn } from 'node:child_process';
 import { XtbMissingError } from './errors.ts';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, fstatSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PipelineError } from '../errors.ts';
@@ -32,6 +42,8 @@ export interface StartGeometry {
   readonly atoms: Atom[];
   /** Bonds as atom index pairs (i < j), hydrogens included. */
   readonly bonds: [number, number][];
+  /** RDKit's V2000 molblock with explicit hydrogens, atoms in the order of `atoms`: the bond orders and charges the GFN-FF retry is given (its coordinates are not used). */
+  readonly molblock: string;
 }
 
 /** Covalent radii (Angstrom) of the elements the pool uses. */
@@ -81,7 +93,7 @@ export async function startGeometry(smiles: string, seed: number, offset = 0.15)
     bonds.push(a < b ? [a, b] : [b, a]);
   }
   placeHydrogens(atoms, bonds);
-  return { atoms, bonds };
+  return { atoms, bonds, molblock };
 }
 
 /** X-H bond length (Angstrom) of the starting geometry; the optimisation refines it. */
@@ -192,6 +204,45 @@ export function parseXyz(text: string): Atom[] {
   });
 }
 
+/**
+ * The start's molblock with `atoms`' coordinates, `title` on its first line, as one SDF record.
+ * xtb's reader wants all seven fields of a V2000 bond line; RDKit writes the first four.
+ */
+export function toSdf(start: StartGeometry, atoms: readonly Atom[], title = ''): string {
+  const lines = start.molblock.split('\n');
+  const atomCount = Number(lines[3]!.slice(0, 3));
+  const bondCount = Number(lines[3]!.slice(3, 6));
+  if (atomCount !== atoms.length) throw new PipelineError(`molblock has ${atomCount} atoms, the geometry ${atoms.length}`);
+  lines[0] = title;
+  // The header's dimension code: RDKit's says 2D (its layout), and a 2D record makes xtb convert
+  // it to 3D with a short GFN-FF molecular dynamics from random velocities, a different geometry
+  // on every run. The coordinates here are 3D; said so, xtb only optimises them.
+  lines[1] = `${lines[1]!.slice(0, 20).padEnd(20)}3D`;
+  const coordinate = (x: number) => x.toFixed(4).padStart(10);
+  atoms.forEach((a, i) => {
+    lines[4 + i] = `${coordinate(a.x)}${coordinate(a.y)}${coordinate(a.z)}${lines[4 + i]!.slice(30)}`;
+  });
+  for (let i = 0; i < bondCount; i++) {
+    let line = lines[4 + atomCount + i]!.trimEnd();
+    while (line.length < 21) line += '  0';
+    lines[4 + atomCount + i] = line;
+  }
+  const end = lines.findIndex((l) => l.startsWith('M  END'));
+  return `${lines.slice(0, end + 1).join('\n')}\n$$$$\n`;
+}
+
+/** The atoms of an SDF record (V2000, as xtb writes its optimised geometry). */
+export function parseSdfAtoms(text: string): Atom[] {
+  const lines = text.split('\n');
+  const count = Number(lines[3]?.slice(0, 3));
+  return lines.slice(4, 4 + count).map((line) => ({
+    element: line.slice(31, 34).trim(),
+    x: Number(line.slice(0, 10)),
+    y: Number(line.slice(10, 20)),
+    z: Number(line.slice(20, 30)),
+  }));
+}
+
 /** Bonds implied by distances: pairs closer than BOND_TOLERANCE x the sum of their covalent radii. */
 export function bondsFromCoordinates(atoms: readonly Atom[]): [number, number][] {
   const bonds: [number, number][] = [];
@@ -220,9 +271,9 @@ export function bondChanges(
 export interface XtbOptions {
   /** The xtb executable. Default: `xtb` on PATH. */
   readonly command?: string;
-  /** Per attempt. Default: 120 s. */
+  /** Per attempt (the retry's GFN-FF and GFN2 runs share it). Default: 120 s. */
   readonly timeoutMs?: number;
-  /** Seed of the first attempt's out-of-plane offsets; a retry uses seed + 1. */
+  /** Seed of the first attempt's out-of-plane offsets; the retry uses seed + 1 and pre-optimises with GFN-FF. */
   readonly seed?: number;
 }
 
@@ -230,18 +281,78 @@ export type GapMeasurement =
   | { readonly ok: true; readonly gap: number; readonly attempts: number; readonly seconds: number }
   | { readonly ok: false; readonly reason: string; readonly attempts: number; readonly seconds: number };
 
-interface Attempt {
+/** One optimisation: the gap, or why there is none. */
+export interface Attempt {
   readonly gap?: number;
   readonly failure?: string;
 }
 
-function runXtb(command: string, dir: string, timeoutMs: number): Promise<{ code: number | null; stdout: string; stderr: string; timedOut: boolean }> {
+/** The most characters of xtb's own error text a failure records (after "xtb exited N: "). */
+export const XTB_ERROR_CHARS = 500;
+/** How much of the end of a failed run's xtb.out is read back: its error block is the last thing in it. */
+const OUT_TAIL_BYTES = 16_384;
+
+function readTail(path: string, bytes: number): string {
+  const fd = openSync(path, 'r');
+  try {
+    const size = fstatSync(fd).size;
+    const length = Math.min(size, bytes);
+    const buffer = Buffer.alloc(length);
+    readSync(fd, buffer, 0, length, size - length);
+    return buffer.toString('utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const bounded = (text: string) => (text.length <= XTB_ERROR_CHARS ? text : `${text.slice(0, XTB_ERROR_CHARS - 1)}…`);
+
+/**
+ * Why an xtb run failed, in xtb's words. xtb ends its output with a block
+ *
+ *     [ERROR] Program stopped due to fatal error
+ *     -2- xtb_geoopt: Geometry optimization did not converge
+ *     -1- optimizer_relax: |grad| > 500, something is totally wrong!
+ *     ####...
+ *
+ * and writes only "ERROR STOP" and a backtrace to stderr. The block's numbered lines are the
+ * reason, in xtb's order (outermost first), joined with "; "; longer than XTB_ERROR_CHARS, the
+ * first and the last line are kept (what failed, and the innermost cause). Without a block (a
+ * crash before xtb wrote one, or another program), stderr's first error line; undefined when
+ * neither has one.
+ */
+export function xtbErrorText(outTail: string, stderr: string): string | undefined {
+  const at = outTail.lastIndexOf('[ERROR]');
+  if (at >= 0) {
+    const lines: string[] = [];
+    for (const line of outTail.slice(at).split('\n').slice(1)) {
+      if (/^#{8,}/.test(line.trim())) break;
+      const numbered = /^\s*-\d+-\s*(.*\S)/.exec(line);
+      if (numbered) lines.push(numbered[1]!);
+    }
+    if (lines.length) {
+      const all = lines.join('; ');
+      return bounded(all.length <= XTB_ERROR_CHARS || lines.length < 3 ? all : `${lines[0]}; …; ${lines.at(-1)}`);
+    }
+  }
+  const line = /\[ERROR\][^\n]*|error[^\n]*/i.exec(stderr)?.[0].trim();
+  return line ? bounded(line) : undefined;
+}
+
+interface XtbRun {
+  readonly code: number | null;
+  readonly timedOut: boolean;
+  /** xtb's error text when the run failed (xtbErrorText), else undefined. */
+  readonly error?: string;
+}
+
+function runXtb(command: string, dir: string, args: readonly string[], timeoutMs: number): Promise<XtbRun> {
   // xtb's stdout is long (every optimisation cycle); piping it into Node cost about 7 % of the
-  // run time, so it goes to a file in the work dir and is read only when the run failed.
+  // run time, so it goes to a file in the work dir and only its tail is read, only when the run failed.
   const outFile = join(dir, 'xtb.out');
   const out = openSync(outFile, 'w');
   return new Promise<{ code: number | null; stderr: string; timedOut: boolean }>((resolve, reject) => {
-    const child = spawn(command, ['mol.xyz', '--gfn', '2', '--opt', '--json'], {
+    const child = spawn(command, [...args], {
       cwd: dir,
       env: { ...process.env, OMP_NUM_THREADS: '1', OMP_STACKSIZE: '500M' },
       stdio: ['ignore', out, 'pipe'],
@@ -263,20 +374,51 @@ function runXtb(command: string, dir: string, timeoutMs: number): Promise<{ code
     });
   })
     .finally(() => closeSync(out))
-    .then((run) => ({ ...run, stdout: run.code === 0 || run.timedOut ? '' : readFileSync(outFile, 'utf8') }));
+    .then(({ code, stderr, timedOut }) => ({
+      code,
+      timedOut,
+      error: code === 0 || timedOut ? undefined : xtbErrorText(readTail(outFile, OUT_TAIL_BYTES), stderr),
+    }));
 }
 
-async function attempt(smiles: string, seed: number, command: string, timeoutMs: number): Promise<Attempt> {
-  const start = await startGeometry(smiles, seed);
+const exited = (run: XtbRun, step = '') => `xtb exited ${run.code}${step}${run.error ? `: ${run.error}` : ''}`;
+
+/**
+ * Optimises `start` with GFN2-xTB in a work dir of its own and returns the gap, or why there is
+ * none: a timeout, xtb's error, an unreadable result, or the bonds the optimisation changed.
+ * With `preoptimise`, GFN-FF relaxes the start first (module docstring); the two runs share
+ * `timeoutMs`. `title` is the xyz comment line (the SMILES).
+ */
+export async function optimiseGap(
+  start: StartGeometry,
+  options: { readonly command: string; readonly timeoutMs: number; readonly preoptimise: boolean; readonly title?: string },
+): Promise<Attempt> {
+  const { command, timeoutMs, preoptimise, title = '' } = options;
+  const deadline = performance.now() + timeoutMs;
   const dir = mkdtempSync(join(tmpdir(), 'xtb-'));
   try {
-    writeFileSync(join(dir, 'mol.xyz'), toXyz(start.atoms, smiles));
-    const run = await runXtb(command, dir, timeoutMs);
-    if (run.timedOut) return { failure: `timeout after ${timeoutMs} ms` };
-    if (run.code !== 0) {
-      const why = /\[ERROR\][^\n]*|error[^\n]*/i.exec(run.stderr + run.stdout)?.[0]?.trim();
-      return { failure: `xtb exited ${run.code}${why ? `: ${why}` : ''}` };
+    let atoms = start.atoms;
+    if (preoptimise) {
+      // Its own dir: GFN-FF leaves topology files behind, and the GFN2 run starts clean.
+      const ff = join(dir, 'gfnff');
+      mkdirSync(ff);
+      writeFileSync(join(ff, 'mol.sdf'), toSdf(start, start.atoms, title));
+      const run = await runXtb(command, ff, ['mol.sdf', '--gfnff', '--opt'], timeoutMs);
+      if (run.timedOut) return { failure: `timeout after ${timeoutMs} ms` };
+      if (run.code !== 0) return { failure: exited(run, ' in the GFN-FF pre-optimisation') };
+      try {
+        atoms = parseSdfAtoms(readFileSync(join(ff, 'xtbopt.sdf'), 'utf8'));
+      } catch (error) {
+        return { failure: `GFN-FF left no readable geometry (${(error as Error).message})` };
+      }
+      if (atoms.length !== start.atoms.length || atoms.some((a, i) => a.element !== start.atoms[i]!.element || !Number.isFinite(a.x + a.y + a.z))) {
+        return { failure: 'GFN-FF left no readable geometry (atoms differ from the start)' };
+      }
     }
+    writeFileSync(join(dir, 'mol.xyz'), toXyz(atoms, title));
+    const run = await runXtb(command, dir, ['mol.xyz', '--gfn', '2', '--opt', '--json'], Math.max(1, deadline - performance.now()));
+    if (run.timedOut) return { failure: `timeout after ${timeoutMs} ms` };
+    if (run.code !== 0) return { failure: exited(run) };
     let gap: number | undefined;
     let optimised: Atom[];
     try {
@@ -300,7 +442,9 @@ async function attempt(smiles: string, seed: number, command: string, timeoutMs:
 
 /**
  * The molecule's GFN2-xTB HOMO-LUMO gap after optimisation, or why it could not be measured
- * (timeout, xtb error, bonds changed twice). Throws only when xtb itself is missing.
+ * (timeout, xtb error, bonds changed on both attempts). Throws only when xtb itself is missing.
+ * The first attempt optimises the seeded flat start; the retry starts from seed + 1 relaxed by
+ * GFN-FF (module docstring).
  */
 export async function measureGap(smiles: string, options: XtbOptions = {}): Promise<GapMeasurement> {
   const command = options.command ?? 'xtb';
@@ -309,7 +453,8 @@ export async function measureGap(smiles: string, options: XtbOptions = {}): Prom
   const t0 = performance.now();
   let last: Attempt = {};
   for (let i = 0; i < 2; i++) {
-    last = await attempt(smiles, seed + i, command, timeoutMs);
+    const start = await startGeometry(smiles, seed + i);
+    last = await optimiseGap(start, { command, timeoutMs, preoptimise: i === 1, title: smiles });
     const seconds = (performance.now() - t0) / 1000;
     if (last.gap !== undefined) return { ok: true, gap: last.gap, attempts: i + 1, seconds };
     // A timeout is not worth a second wait; a changed molecule or an xtb error may be the start.

@@ -65,7 +65,6 @@ export interface TrainItem {
   readonly candidate: number;
   readonly name: string;
   readonly sourceSha256: string;
-  readonly source: string;
   readonly seed: number;
   readonly gradeSeeds: readonly number[];
   readonly episodesPerSeed: number;
@@ -95,7 +94,6 @@ export function trainItems(
       candidate,
       name: c.name,
       sourceSha256: sha256Hex(c.source),
-      source: c.source,
       seed,
       gradeSeeds: [...options.gradeSeeds],
       episodesPerSeed: options.episodesPerSeed,
@@ -105,7 +103,7 @@ export function trainItems(
   );
 }
 
-/** A fan-out item's outcome: `{ok: true, value: <the grade's seed result>}` or `{ok: false, error, cause}`. */
+/** A fan-out item's outcome (read back by shared/fan-out.ts): `{ok: true, value: <the grade's seed result>}` or `{ok: false, error, cause}`. */
 function seedResultOf(item: TrainItem, outcome: unknown): SeedResult {
   const o = (outcome ?? {}) as { ok?: boolean; value?: unknown; error?: string; cause?: string };
   if (o.ok === true) return SeedResult.parse(o.value);

@@ -15,7 +15,18 @@ import type { TopLevelSpec } from 'vega-lite';
 import { z } from 'zod';
 import { escapeHtml, svgOf } from '#shared/charts.ts';
 import { sha256Hex } from '#shared/json.ts';
-import { CurvePoint, MAX_CURVE_POINTS, rank, seedNoise, summarize, SeedResult, type CandidateResult, type Ranked } from '#shared/rewards/search.ts';
+import {
+  CurvePoint,
+  MAX_CURVE_POINTS,
+  RANK_TIE,
+  rank,
+  seedNoise,
+  summarize,
+  SeedResult,
+  type CandidateResult,
+  type Ranked,
+  type SeedNoise,
+} from '#shared/rewards/search.ts';
 
 const sha256String = z.string().regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex digits');
 
@@ -176,7 +187,7 @@ export interface RewardSearchSummary {
   /** The final's winner when the final ran, else the best proposed (non-baseline) candidate of the search. */
   readonly winner: { readonly located: Located; readonly search: Ranked; readonly final: Ranked | null };
   readonly final: { readonly role: FinalRole; readonly entry: FinalEntry; readonly ranked: Ranked }[];
-  readonly noise: ReturnType<typeof seedNoise>;
+  readonly noise: SeedNoise;
 }
 
 export function rewardSearchSummary(doc: RewardSearchDoc): RewardSearchSummary {
@@ -223,17 +234,32 @@ function meanTrainSeconds(doc: RewardSearchDoc): number | null {
   return all.length ? all.reduce((a, b) => a + b, 0) / all.length : null;
 }
 
-/** The seed-noise sentence, shown before the ranking: how far apart two candidates must be before their order means anything. */
+/**
+ * The seed-noise sentence, shown before the ranking: how much one candidate's success varies
+ * across training seeds, and how far apart two candidates must be before their order means
+ * anything. When no candidate has two graded seeds the noise is unknown and the sentence says
+ * that no difference can be judged; it never reads an unknown noise as none.
+ */
 export function seedNoiseSentence(summary: Pick<RewardSearchSummary, 'noise' | 'ranking'>): string {
-  const { medianStd, seedsPerCandidate, distinguishableDifference } = summary.noise;
-  if (medianStd === null || seedsPerCandidate === null || distinguishableDifference === null) {
-    return 'Every candidate was trained on a single seed, so how much one candidate varies across seeds is unknown: read the ranking as one draw per candidate, not as an order.';
+  const { pooledStd, candidates, gradedSeeds, seedsPerCandidate, distinguishableDifference } = summary.noise;
+  if (pooledStd === null || seedsPerCandidate === null || distinguishableDifference === null) {
+    return (
+      'No candidate has two or more graded seeds (a failed seed is not graded), so how much one candidate varies across seeds is unknown ' +
+      'and whether a difference in mean success means anything cannot be judged: read the ranking as one draw per candidate, not as an order.'
+    );
   }
   const top = summary.ranking[0]!;
-  const close = summary.ranking.filter((r) => r !== top && top.mean - r.mean < distinguishableDifference).length;
+  const within = (r: Ranked) => top.mean - r.mean < distinguishableDifference || top.mean - r.mean <= RANK_TIE;
+  const close = summary.ranking.filter((r) => r !== top && within(r)).length;
+  const measured = `the ${candidates} candidate${candidates === 1 ? '' : 's'} with two or more graded seeds, ${gradedSeeds} seeds in all; failed seeds left out`;
+  const spread =
+    pooledStd > 0
+      ? `One candidate's success varies by ${pp(pooledStd)} across training seeds (standard deviation within a candidate, pooled over ${measured}); ` +
+        `differences in mean success below ${pp(distinguishableDifference)} are not distinguishable with ${seedsPerCandidate} seeds per candidate. `
+      : `No candidate's success varied across its training seeds (${measured}), so the measured seed noise is 0 and so is the margin ` +
+        'below which differences in mean success are not distinguishable; that rests on these seeds alone and does not show that candidates never vary. ';
   return (
-    `One candidate's success varies by ${pp(medianStd)} across seeds (median standard deviation); ` +
-    `differences in mean success below ${pp(distinguishableDifference)} are not distinguishable with ${seedsPerCandidate} seeds. ` +
+    spread +
     (close
       ? `${close} other candidate${close === 1 ? ' is' : 's are'} within that margin of the top one, so the order among them is not meaningful.`
       : 'No other candidate is within that margin of the top one.')
@@ -501,8 +527,11 @@ export function rewardMetrics(doc: RewardSearchDoc): Record<string, number | str
     trainedSeeds: located.reduce((n, l) => n + l.candidate.seeds.length, 0),
     failedSeeds: located.reduce((n, l) => n + l.candidate.seeds.filter((s) => s.success === null).length, 0),
     candidatesWithVerdict: located.filter((l) => l.candidate.verdict !== undefined).length,
-    ...(summary.noise.medianStd !== null
-      ? { seedNoiseStd: round(summary.noise.medianStd), distinguishableDifference: round(summary.noise.distinguishableDifference!) }
+    // Unknown seed noise (no candidate with two graded seeds) leaves both figures out rather than
+    // publishing 0, which would read as "no noise"; seedNoiseCandidates 0 says why they are absent.
+    seedNoiseCandidates: summary.noise.candidates,
+    ...(summary.noise.pooledStd !== null && summary.noise.distinguishableDifference !== null
+      ? { seedNoiseStd: round(summary.noise.pooledStd), distinguishableDifference: round(summary.noise.distinguishableDifference) }
       : {}),
     ...(trainSeconds !== null ? { meanTrainSeconds: round(trainSeconds, 1) } : {}),
     ...(doc.usage?.length

@@ -5,7 +5,7 @@
  * which says how far apart two candidates must be before the ranking means anything.
  *
  * A failed seed is that seed's result (success 0 in the mean, its verdict recorded); the
- * generation goes on.
+ * generation goes on. The seed-noise estimate leaves failed seeds out (see seedNoise).
  */
 import { z } from 'zod';
 import { ConfigError } from '../errors.ts';
@@ -129,20 +129,52 @@ export function rank(candidates: readonly CandidateResult[]): Ranked[] {
     );
 }
 
+/** How noisy one candidate's success is across training seeds (see seedNoise). */
+export interface SeedNoise {
+  /** Pooled within-candidate standard deviation of graded success across training seeds; null when no candidate has two graded seeds. */
+  readonly pooledStd: number | null;
+  /** Candidates with at least two graded seeds: those the spread is measured on. */
+  readonly candidates: number;
+  /** Graded seeds of those candidates. */
+  readonly gradedSeeds: number;
+  /** The fewest training seeds (failed ones included) of any candidate: the seeds behind a mean in the ranking. Null for no candidates. */
+  readonly seedsPerCandidate: number | null;
+  /** Differences in mean success below this are within seed noise; null when the noise is unknown. */
+  readonly distinguishableDifference: number | null;
+}
+
 /**
- * How noisy one candidate is across its seeds: the median standard deviation over candidates
- * with at least two graded seeds, and the smallest difference in mean success two candidates need
- * before it exceeds twice the standard error of their difference (at the median spread).
+ * How noisy one candidate's success is from one training seed to another, and how far apart two
+ * candidates' means must be before their order in the ranking means anything.
+ *
+ * The spread is measured within candidates: each candidate's graded seeds against that
+ * candidate's own mean, pooled over every candidate with at least two graded seeds
+ * (sqrt(sum of squared deviations / sum of (graded seeds - 1))), so a candidate counts in
+ * proportion to its seeds. A failed seed is left out: it is the sandbox's or the job's verdict,
+ * not a draw of training noise (the ranking still counts it as 0). A candidate with fewer than
+ * two graded seeds says nothing about spread. With no candidate left, the noise is unknown (null),
+ * never 0, and so is the distinguishable difference.
+ *
+ * The distinguishable difference is twice the standard error of the difference between two means
+ * of `seedsPerCandidate` seeds each: 2 * sqrt(2) * pooledStd / sqrt(seedsPerCandidate).
  */
-export function seedNoise(candidates: readonly CandidateResult[]): {
-  medianStd: number | null;
-  seedsPerCandidate: number | null;
-  distinguishableDifference: number | null;
-} {
-  const ranked = candidates.map(summarize).filter((r) => r.seeds >= 2);
-  if (!ranked.length) return { medianStd: null, seedsPerCandidate: null, distinguishableDifference: null };
-  const stds = ranked.map((r) => r.std).sort((a, b) => a - b);
-  const medianStd = stds[Math.floor((stds.length - 1) / 2)]!;
-  const seeds = Math.min(...ranked.map((r) => r.seeds));
-  return { medianStd, seedsPerCandidate: seeds, distinguishableDifference: 2 * Math.sqrt(2) * (medianStd / Math.sqrt(seeds)) };
+export function seedNoise(candidates: readonly CandidateResult[]): SeedNoise {
+  const graded = candidates.map((c) => c.seeds.flatMap((s) => (s.success === null ? [] : [s.success]))).filter((values) => values.length >= 2);
+  const seedsPerCandidate = candidates.length ? Math.min(...candidates.map((c) => c.seeds.length)) : null;
+  const gradedSeeds = graded.reduce((n, values) => n + values.length, 0);
+  if (!graded.length || seedsPerCandidate === null) {
+    return { pooledStd: null, candidates: 0, gradedSeeds: 0, seedsPerCandidate, distinguishableDifference: null };
+  }
+  const squares = graded.reduce((sum, values) => {
+    const m = meanOf(values);
+    return sum + values.reduce((a, x) => a + (x - m) ** 2, 0);
+  }, 0);
+  const pooledStd = Math.sqrt(squares / (gradedSeeds - graded.length));
+  return {
+    pooledStd,
+    candidates: graded.length,
+    gradedSeeds,
+    seedsPerCandidate,
+    distinguishableDifference: 2 * Math.sqrt(2) * (pooledStd / Math.sqrt(seedsPerCandidate)),
+  };
 }

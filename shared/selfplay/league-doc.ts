@@ -231,13 +231,16 @@ export function addSnapshot(doc: LeagueDoc, generation: number, trainOutput: unk
   };
 }
 
-/** One item of the match fan-out's results: `{ok: true, value}` or `{ok: false, item, error, cause}`. */
+/**
+ * One outcome of the match fan-out, as shared/fan-out.ts reads it back: `{ok: true, value}` or
+ * `{ok: false, item: {pairId}, error, cause}` (the fan-out keeps the pair's id of a failed item).
+ */
 export const FanOutResult = z.union([
   z.object({ ok: z.literal(true), value: z.unknown() }),
   z.object({ ok: z.literal(false), item: z.unknown(), error: z.string().default('Error'), cause: z.string().default('') }),
 ]);
 
-const FailedItem = z.object({ item: z.object({ pairId: z.string() }) });
+const FailedItem = z.object({ pairId: z.string() });
 
 export interface MatchesRecorded {
   readonly doc: LeagueDoc;
@@ -273,7 +276,7 @@ export function recordMatches(doc: LeagueDoc, generation: number, results: reado
       matches.push(match);
     } else {
       const item = parseOrThrow(FailedItem, result.item, `results.${i}.item`);
-      failed.push({ generation, pairId: item.item.pairId, error: result.error, cause: result.cause.slice(0, 2000) });
+      failed.push({ generation, pairId: item.pairId, error: result.error, cause: result.cause.slice(0, 2000) });
     }
   });
   const seen = new Set<string>();

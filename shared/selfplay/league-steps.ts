@@ -15,6 +15,7 @@
 import { z } from 'zod';
 import { addSnapshot, LEARNING_RATE_SCHEDULES, leagueSummary, newLeague, recordMatches } from './league-doc.ts';
 import { readLeague, writeLeague } from './league-store.ts';
+import { readOutcomes } from '../fan-out.ts';
 
 /** Where the league documents go: `data/<pipeline>/league/` in the bucket. */
 export interface LeagueStore {
@@ -79,7 +80,7 @@ export async function startLeague(store: LeagueStore, request: z.infer<typeof St
 
 export async function rateGeneration(store: LeagueStore, request: z.infer<typeof RateRequest>) {
   const league = await readLeague(request.leagueUri);
-  const { doc } = recordMatches(league, request.generation, request.results, request);
+  const { doc } = recordMatches(league, request.generation, await readOutcomes(request.results, 'results'), request);
   const written = await writeLeague(store.bucket, store.pipeline, doc);
   return leagueSummary(doc, written.uri, trainingPlan(request));
 }

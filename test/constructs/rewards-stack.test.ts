@@ -53,17 +53,22 @@ describe('RewardSearch stack', () => {
     }
   >;
 
-  it('trains each candidate in the sandbox, then grades it outside, both cached; the hash of the source keys the cache', () => {
+  it('trains each candidate in the sandbox, then grades it outside, both cached; the content-addressed spec keys the cache', () => {
     assert.ok(stack.trainJob.sandboxOutputs?.includes('policy.json'));
     const inner = allStates(states['runs: Items']);
-    assert.deepEqual(inner['train: Inputs']!.Parameters, {
-      in: { 'sourceSha256.$': '$.item.sourceSha256', 'seed.$': '$.item.seed', 'train.$': '$.item.train' },
-    });
-    assert.equal((inner['train: Job spec']!.Parameters as Record<string, string>)['reward_source.$'], '$.item.source');
+    // The spec (with the source) was staged in S3 by propose: its content-addressed key is the cache key, and it is copied, never read into the state.
+    assert.deepEqual(inner['train: Inputs']!.Parameters, { in: { 'spec.$': '$.item.specKey' } });
+    assert.equal(inner['train: Job spec'], undefined);
+    const copy = inner['train: Copy spec'] as { Resource?: string; Parameters: Record<string, string> };
+    assert.match(copy.Resource!, /:states:::aws-sdk:s3:copyObject$/);
+    assert.match(copy.Parameters['CopySource.$']!, /\$\.item\.specKey/);
+    // The job's own result.json (the candidate's word) stays in S3: the step's result is its URI and the output prefix.
+    assert.equal(inner['train: Read result'], undefined);
+    assert.deepEqual(Object.keys(inner['train: Job result']!.Parameters!).sort(), ['outputUri.$', 'resultUri.$']);
     assert.ok(inner['train: Presign'], 'presigned URLs for the sandboxed job');
     // The run's wall limit goes to Batch at submit (it replaces the definition's 30 minutes), not into the cache key.
     const submit = inner['train: Run job']!.Parameters as { Timeout?: Record<string, string> };
-    assert.deepEqual(submit.Timeout, { 'AttemptDurationSeconds.$': '$.item.timeoutSeconds' });
+    assert.deepEqual(submit.Timeout, { 'AttemptDurationSeconds.$': '$.timeoutSeconds' });
     assert.equal((inner['train: Run job'] as { TimeoutSecondsPath?: string }).TimeoutSecondsPath, undefined);
     assert.ok(inner['train: Cache lookup'] && inner['grade: Cache lookup']);
     assert.equal((inner['grade: Inputs']!.Parameters as { in: Record<string, string> }).in['policyUri.$'], "States.Format('{}policy.json', $.train.outputUri)");

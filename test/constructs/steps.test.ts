@@ -19,6 +19,7 @@ import {
   fanOut,
   invoke,
   LAMBDA_SERVICE_ERRORS,
+  MAX_JOB_RESULT_BYTES,
   PipelineFunction,
   PIPELINE_META,
   publishArtifact,
@@ -103,14 +104,15 @@ function allStates(machine: { States: Record<string, State> }, enclosing: string
   return found;
 }
 
-/** The states passed through from `start` following only `Next` (no Choice, no Catch) up to `end`. */
+/** The states passed through from `start` following `Next` and a Choice's `Default` (no Catch) up to `end`. */
 function followNext(states: Map<string, { state: State }>, start: string, end: string): string[] {
   const path: string[] = [];
   let current: string | undefined = start;
   while (current && current !== end) {
     assert.ok(!path.includes(current), `loop at ${current}`);
     path.push(current);
-    current = states.get(current)?.state['Next'] as string | undefined;
+    const state = states.get(current)?.state;
+    current = (state?.Type === 'Choice' ? state['Default'] : state?.['Next']) as string | undefined;
   }
   assert.equal(current, end, `${start} does not lead to ${end} by Next: ${path.join(' -> ')}`);
   return path;
@@ -221,6 +223,8 @@ describe('step constructs, rendered: the probe pipeline', () => {
       'sum: Job paths',
       'sum: Write spec',
       'sum: Run job',
+      'sum: Result size',
+      'sum: Result fits?',
       'sum: Read result',
     ]);
   });
@@ -240,7 +244,15 @@ describe('step constructs, rendered: the probe pipeline', () => {
     assert.ok(spot < exit, 'the spot RETRY precedes the EXIT');
   });
 
-  it('fails with JobResultMissing when the job wrote no result.json', () => {
+  it('fails with JobResultMissing when the job wrote no result.json, and with JobResultTooLarge past the bound', () => {
+    const head = get('sum: Result size');
+    assert.equal(head['Resource'], 'arn:aws:states:::aws-sdk:s3:headObject');
+    const missing = (head['Catch'] as Catcher[]).find((c) => c.ErrorEquals.includes('S3.NotFoundException'));
+    assert.equal(get(missing!.Next)['Error'], 'JobResultMissing');
+    const fits = get(head.Next as string) as State & { Choices: Record<string, unknown>[]; Default: string };
+    assert.deepEqual(fits.Choices, [{ Variable: '$._step.job.head.bytes', NumericGreaterThan: MAX_JOB_RESULT_BYTES, Next: 'sum: Result too large' }]);
+    assert.equal(get('sum: Result too large')['Error'], 'JobResultTooLarge');
+    assert.equal(fits.Default, 'sum: Read result');
     const read = get('sum: Read result');
     assert.equal(read['Resource'], 'arn:aws:states:::aws-sdk:s3:getObject');
     const catcher = (read['Catch'] as Catcher[]).find((c) => c.ErrorEquals.includes('S3.NoSuchKeyException'));
@@ -259,17 +271,19 @@ describe('step constructs, rendered: the probe pipeline', () => {
     const processor = map['ItemProcessor'] as { StartAt: string; States: Record<string, State> };
     const guard = processor.States[processor.StartAt]!;
     assert.equal(guard.Type, 'Parallel');
-    assert.deepEqual(guard['ResultSelector'], { ok: true, 'value.$': '$[0].result' });
-    assert.deepEqual(guard['Catch'], [{ ErrorEquals: ['States.ALL'], ResultPath: '$.failure', Next: 'square: Item failed' }]);
+    assert.deepEqual(guard['ResultSelector'], { 'value.$': '$[0].result' });
+    // The probe keeps its squares inline: the item's record is {ok, value}.
+    assert.deepEqual(get(guard.Next as string)['Parameters'], { ok: true, 'value.$': '$.value' });
+    assert.deepEqual(guard['Catch'], [{ ErrorEquals: ['States.ALL'], ResultPath: '$.failure', Next: 'square: Failure defaults' }]);
+    // The cause goes to S3; the record keeps the error name and the cause's URI, not the item.
+    const store = get('square: Store cause');
+    assert.equal(store['Resource'], 'arn:aws:states:::aws-sdk:s3:putObject');
+    assert.equal((store['Parameters'] as Record<string, unknown>)['Body.$'], '$.failure.value.Cause');
     const record = get('square: Item failed');
     assert.equal(record.Type, 'Pass');
     assert.equal(record['End'], true);
-    assert.deepEqual(record['Parameters'], {
-      ok: false,
-      'item.$': '$',
-      'error.$': '$.failure.Error',
-      'cause.$': '$.failure.Cause',
-    });
+    assert.deepEqual(Object.keys(record['Parameters'] as object).sort(), ['causeUri.$', 'error.$', 'ok']);
+    assert.equal((record['Parameters'] as Record<string, unknown>)['error.$'], '$.failure.value.Error');
     // The cached per-item step runs inside the guard.
     assert.deepEqual(states.get('square-item: Invoke')?.enclosing, ['square: Items', 'square: Item']);
   });
@@ -375,7 +389,7 @@ describe('step constructs validate their props', () => {
       throwsConfigError(() => step(stack, bad, { run: square(stack), inputs: {}, resultPath: '$.steps.x' }), 'stepId', bad);
     }
     const { stack, steps } = minimalScope();
-    throwsConfigError(() => fanOut(stack, 'bad id', { itemsPath: '$.items', iterator: (s) => new sfn.Pass(s, 'P'), resultPath: '$.r' }), 'stepId', 'bad id');
+    throwsConfigError(() => fanOut(stack, 'bad id', { scope: steps, itemsPath: '$.items', iterator: (s) => new sfn.Pass(s, 'P'), resultPath: '$.r' }), 'stepId', 'bad id');
     throwsConfigError(() => approvalGate(stack, 'bad id', { scope: steps, title: 't', detailsPath: '$.d', resultPath: '$.a' }), 'stepId', 'bad id');
     // The longest valid id is accepted.
     const ok = minimalScope();
@@ -391,8 +405,8 @@ describe('step constructs validate their props', () => {
 
   it('throws when fanOut maxConcurrency is outside 1 to 40 (the inline Map limit)', () => {
     const fan = (maxConcurrency: number) => {
-      const { stack } = minimalScope();
-      return fanOut(stack, 'square', { itemsPath: '$.items', iterator: (s) => new sfn.Pass(s, 'P'), resultPath: '$.r', maxConcurrency });
+      const { stack, steps } = minimalScope();
+      return fanOut(stack, 'square', { scope: steps, itemsPath: '$.items', iterator: (s) => new sfn.Pass(s, 'P'), resultPath: '$.r', maxConcurrency });
     };
     throwsConfigError(() => fan(0), 'maxConcurrency', '0');
     throwsConfigError(() => fan(41), 'maxConcurrency', '41');
@@ -403,8 +417,9 @@ describe('step constructs validate their props', () => {
 
   it('throws when the fan-out tolerance maxFailures is negative', () => {
     const fan = (maxFailures: number) => {
-      const { stack } = minimalScope();
+      const { stack, steps } = minimalScope();
       return fanOut(stack, 'square', {
+        scope: steps,
         itemsPath: '$.items',
         iterator: (s) => new sfn.Pass(s, 'P'),
         resultPath: '$.r',

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { sha256Hex } from '#shared/json.ts';
 import { RewardSearchDoc, rewardMetrics, rewardReportHtml, seedNoiseSentence, rewardSearchSummary } from '#shared/rewards/report.ts';
 import type { SeedResult } from '#shared/rewards/search.ts';
+import { assertClose } from '../support/floats.ts';
 
 const HOSTILE_SOURCE = 'def compute_reward(obs, action, next_obs):\n    # </pre><script>alert(1)</script>\n    return float(next_obs[1] ** 2) & 1\n';
 const SHAPED_SOURCE = 'def compute_reward(obs, action, next_obs):\n    return next_obs[0] + 10 * abs(next_obs[1])\n';
@@ -19,8 +20,10 @@ function candidate(name: string, source: string, values: (number | null)[], extr
 /**
  * Generation 1: progress [0.5, 0.3] (mean 0.4), energy [0.6, 0.8] (0.7), a hostile candidate whose two seeds the sandbox killed (0).
  * Generation 2: momentum [0.9, 0.7] (0.8, its source tries to close the <pre>), a reward file [0.75, failed] (0.375).
- * Standard deviations: 0.1414 (three times), 0, 0.5303, so the median is 0.1414 and with 2 seeds the distinguishable
- * difference is 2 * sqrt(2) * 0.1414 / sqrt(2) = 0.2828: energy (0.1 behind the top) is within it, progress (0.4 behind) is not.
+ * Seed noise, failed seeds left out: progress, energy and momentum have two graded seeds each, 0.1 either side of their
+ * means, so the pooled variance is 3 * 2 * 0.1^2 / (6 - 3) = 0.02, the std sqrt(0.02) = 0.1414, and with 2 seeds the
+ * distinguishable difference is 2 * sqrt(2) * 0.1414 / sqrt(2) = 0.2828: energy (0.1 behind the top) is within it,
+ * progress (0.4 behind) is not. fork_bomb (no graded seed) and the reward file (one) say nothing about spread.
  * Final on training seeds 11-13: momentum [0.5, 0.4, 0.3] = 0.4 (std 0.1), the environment's reward 0, the shaped reward [0.3, failed, 0.3] = 0.2.
  */
 const input = {
@@ -134,19 +137,37 @@ describe('reward search report', () => {
     assert.ok(noise > 0 && noise < html.indexOf('id="ranking"'), 'noise sentence before the ranking table');
     assert.equal(
       textOf(html, 'seed-noise'),
-      'One candidate&#39;s success varies by 14.1 pp across seeds (median standard deviation); differences in mean success below 28.3 pp are not distinguishable with 2 seeds. ' +
+      'One candidate&#39;s success varies by 14.1 pp across training seeds (standard deviation within a candidate, pooled over the 3 candidates with two or more graded seeds, ' +
+        '6 seeds in all; failed seeds left out); differences in mean success below 28.3 pp are not distinguishable with 2 seeds per candidate. ' +
         '1 other candidate is within that margin of the top one, so the order among them is not meaningful.',
     );
     const ranking = html.match(/<table id="ranking">[\s\S]*?<\/table>/)![0];
     const order = [...ranking.matchAll(/<tr><td>\d+<\/td><td>\d+<\/td><td>([^<]+)<\/td>/g)].map((m) => unescapeHtml(m[1]!));
     assert.deepEqual(order, ['momentum', 'energy', 'progress', 'energy "v2" <file>.py', 'fork_bomb']);
-    assert.equal(
+    assert.match(
       seedNoiseSentence({
-        noise: { medianStd: null, seedsPerCandidate: null, distinguishableDifference: null },
+        noise: { pooledStd: null, candidates: 0, gradedSeeds: 0, seedsPerCandidate: 2, distinguishableDifference: null },
         ranking: rewardSearchSummary(doc).ranking,
-      }).startsWith('Every candidate was trained on a single seed'),
-      true,
+      }),
+      /^No candidate has two or more graded seeds .* unknown and whether a difference in mean success means anything cannot be judged/,
     );
+  });
+
+  it('with no spread observed, says the measured noise is 0 and that it does not show candidates never vary', () => {
+    const flat = RewardSearchDoc.parse({
+      task: 'MountainCar-v0',
+      generations: [
+        { generation: 1, candidates: [candidate('top', 'return 1', [1, 1]), candidate('twin', 'return 2', [1, 1]), candidate('none', 'return 3', [0, 0])] },
+      ],
+    });
+    const summary = rewardSearchSummary(flat);
+    assert.equal(summary.noise.pooledStd, 0);
+    const sentence = seedNoiseSentence(summary);
+    assert.match(
+      sentence,
+      /^No candidate's success varied across its training seeds \(the 3 candidates with two or more graded seeds, 6 seeds in all; failed seeds left out\)/,
+    );
+    assert.match(sentence, /does not show that candidates never vary\. 1 other candidate is within that margin/, 'a tie with the top one is within any margin');
   });
 
   it('draws the charts inline and lists per-generation scores, per-seed results, verdicts and collapsed sources', async () => {
@@ -209,6 +230,7 @@ describe('reward search metrics', () => {
       trainedSeeds: 10,
       failedSeeds: 3,
       candidatesWithVerdict: 1,
+      seedNoiseCandidates: 3,
       seedNoiseStd: 0.1414,
       distinguishableDifference: 0.2828,
       meanTrainSeconds: 45,
@@ -217,6 +239,65 @@ describe('reward search metrics', () => {
       cacheReadTokens: 900,
       cacheWriteTokens: 900,
     });
+  });
+});
+
+describe('reward search seed noise', () => {
+  const search = (candidates: ReturnType<typeof candidate>[]) =>
+    RewardSearchDoc.parse({ task: 'MountainCar-v0', generations: [{ generation: 1, candidates }] });
+  const source = (i: number) => `def compute_reward(obs, action, next_obs):\n    return ${i}\n`;
+
+  it('measures the spread within candidates across their graded seeds, so candidates stuck at 0 or failed do not make it 0', async () => {
+    // Two seeds a candidate, as in the smoke run: the winner swing [1, 0.25] (mean 0.625, std 0.75 / sqrt(2) = 0.5303),
+    // energy [0.5, 0.4], half [0.3, failed], stuck and still [0, 0], a thief [failed, failed]. A median of per-candidate
+    // stds with failed seeds as 0 is 0 here (0, 0, 0, 0.0707, 0.2121, 0.5303): the figures the issue reported.
+    const doc = search([
+      candidate('swing', source(1), [1, 0.25]),
+      candidate('energy', source(2), [0.5, 0.4]),
+      candidate('half', source(3), [0.3, null]),
+      candidate('stuck', source(4), [0, 0]),
+      candidate('still', source(5), [0, 0]),
+      candidate('thief', source(6), [null, null]),
+    ]);
+    // By hand: swing, energy, stuck and still have two graded seeds each (8 seeds, 4 degrees of freedom); squared
+    // deviations from their own means 2 * 0.375^2 + 2 * 0.05^2 + 0 + 0 = 0.28625, so the pooled variance is
+    // 0.28625 / 4 = 0.0715625; with 2 seeds per candidate the distinguishable difference is 2 * sqrt(2) * std / sqrt(2).
+    const std = Math.sqrt(0.0715625);
+    const margin = (2 * Math.sqrt(2) * std) / Math.sqrt(2);
+    const { noise } = rewardSearchSummary(doc);
+    // A few sums and one sqrt of numbers <= 1 in another order: a few ulps; 1e-12 is headroom far below a wrong formula.
+    assertClose(noise.pooledStd!, std, { abs: 1e-12 }, 'pooled std');
+    assertClose(noise.distinguishableDifference!, margin, { abs: 1e-12 }, 'distinguishable difference');
+    assert.deepEqual([noise.candidates, noise.gradedSeeds, noise.seedsPerCandidate], [4, 8, 2]);
+    const m = rewardMetrics(doc);
+    assert.equal(m.winner, 'swing');
+    assert.equal(m.winnerSearchStd, 0.5303);
+    assert.equal(m.seedNoiseCandidates, 4);
+    // The metrics are rounded to 4 decimals: within half a unit of the last place.
+    assertClose(m.seedNoiseStd as number, std, { abs: 5e-5 }, 'seedNoiseStd');
+    assertClose(m.distinguishableDifference as number, margin, { abs: 5e-5 }, 'distinguishableDifference');
+    assert.ok((m.seedNoiseStd as number) > 0 && (m.distinguishableDifference as number) > 0);
+    // energy (0.175 behind the top) and half (0.475 behind) are within 0.535 of it; stuck, still and thief (0.625) are not.
+    assert.equal(
+      textOf(await rewardReportHtml(doc, {}), 'seed-noise'),
+      'One candidate&#39;s success varies by 26.8 pp across training seeds (standard deviation within a candidate, pooled over the 4 candidates with two or more graded seeds, ' +
+        '8 seeds in all; failed seeds left out); differences in mean success below 53.5 pp are not distinguishable with 2 seeds per candidate. ' +
+        '2 other candidates are within that margin of the top one, so the order among them is not meaningful.',
+    );
+  });
+
+  it('is unknown, not 0, when no candidate has two graded seeds, and the report says no difference can be judged', async () => {
+    // Two seeds each but one or both failed, and a candidate with a single seed: nothing to measure a spread on.
+    const doc = search([candidate('once', source(1), [0.7]), candidate('half', source(2), [0.5, null]), candidate('thief', source(3), [null, null])]);
+    const { noise } = rewardSearchSummary(doc);
+    assert.deepEqual(noise, { pooledStd: null, candidates: 0, gradedSeeds: 0, seedsPerCandidate: 1, distinguishableDifference: null });
+    const m = rewardMetrics(doc);
+    assert.equal(m.seedNoiseCandidates, 0);
+    assert.ok(!('seedNoiseStd' in m) && !('distinguishableDifference' in m), `unknown noise is left out, never published as 0: ${JSON.stringify(m)}`);
+    const sentence = textOf(await rewardReportHtml(doc, {}), 'seed-noise')!;
+    assert.match(sentence, /^No candidate has two or more graded seeds \(a failed seed is not graded\)/);
+    assert.match(sentence, /whether a difference in mean success means anything cannot be judged/);
+    assert.doesNotMatch(sentence, /0\.0 pp/);
   });
 });
 

@@ -63,12 +63,34 @@ describe('reward search ranking', () => {
     assert.throws(() => rank([]), /candidates: must not be empty/);
   });
 
-  it('says how noisy a single candidate is across seeds', () => {
+  it('says how noisy a single candidate is across seeds: the within-candidate spread, pooled', () => {
     const noise = seedNoise([cand('a', [1, 0.5, 0.75]), cand('b', [0.2, 0.2, 0.2]), cand('c', [0.9, 0.1, 0.5])]);
-    // As above: closed forms against the implementation's arithmetic, a few ulps apart.
-    assertClose(noise.medianStd!, 0.25, { abs: 1e-12 }, 'median std');
+    // By hand: a's squared deviations from its mean 0.75 are 0.0625 + 0.0625 + 0, b's 0, c's from 0.5 are 0.16 + 0.16 + 0;
+    // 0.445 over 9 - 3 = 6 degrees of freedom. As above: closed forms against the implementation's arithmetic, a few ulps apart.
+    const std = Math.sqrt(0.445 / 6);
+    assertClose(noise.pooledStd!, std, { abs: 1e-12 }, 'pooled std');
+    assert.equal(noise.candidates, 3);
+    assert.equal(noise.gradedSeeds, 9);
     assert.equal(noise.seedsPerCandidate, 3);
-    assertClose(noise.distinguishableDifference!, (2 * Math.sqrt(2) * 0.25) / Math.sqrt(3), { abs: 1e-12 }, 'distinguishable difference');
-    assert.deepEqual(seedNoise([cand('a', [1])]), { medianStd: null, seedsPerCandidate: null, distinguishableDifference: null });
+    assertClose(noise.distinguishableDifference!, (2 * Math.sqrt(2) * std) / Math.sqrt(3), { abs: 1e-12 }, 'distinguishable difference');
+  });
+
+  it('leaves failed seeds out of the spread and candidates with fewer than two graded seeds out of the pool', () => {
+    // a: graded [0.8, 0.4] (its failed seed is a verdict, not noise); b: one graded seed; c: none; d: [0, 0, 0], a real 0 spread.
+    const noise = seedNoise([cand('a', [0.8, null, 0.4]), cand('b', [0.6, null, null]), cand('c', [null, null, null]), cand('d', [0, 0, 0])]);
+    // By hand: a's squared deviations from 0.6 are 0.04 + 0.04, d's 0; 0.08 over (2 - 1) + (3 - 1) = 3 degrees of freedom.
+    const std = Math.sqrt(0.08 / 3);
+    assertClose(noise.pooledStd!, std, { abs: 1e-12 }, 'pooled std');
+    assert.deepEqual([noise.candidates, noise.gradedSeeds, noise.seedsPerCandidate], [2, 5, 3]);
+    // The ranking's means are over all 3 training seeds of each candidate, so the margin uses 3.
+    assertClose(noise.distinguishableDifference!, (2 * Math.sqrt(2) * std) / Math.sqrt(3), { abs: 1e-12 }, 'distinguishable difference');
+  });
+
+  it('is unknown (null), never 0, when no candidate has two graded seeds', () => {
+    const unknown = { pooledStd: null, candidates: 0, gradedSeeds: 0, distinguishableDifference: null };
+    assert.deepEqual(seedNoise([cand('a', [1])]), { ...unknown, seedsPerCandidate: 1 });
+    // Two seeds each, but a failed seed is not graded: a std with failed seeds as 0 would read 0 for b.
+    assert.deepEqual(seedNoise([cand('a', [0.5, null]), cand('b', [null, null])]), { ...unknown, seedsPerCandidate: 2 });
+    assert.deepEqual(seedNoise([]), { ...unknown, seedsPerCandidate: null });
   });
 });

@@ -15,5 +15,5 @@ export async function handler(event: unknown, context?: Context) {
   const { action, ...rest } = parseOrThrow(Event, event);
   if (action === 'record') return finalRecordStep(ctx, parseOrThrow(FinalRecordRequest, rest, 'final'));
   const request = parseOrThrow(FinalPlanRequest, rest, 'final');
-  return finalPlanStep(request, parseOrThrow(LoopConfig, request.config, 'config'));
+  return finalPlanStep(ctx, request, parseOrThrow(LoopConfig, request.config, 'config'));
 }
