@@ -7,8 +7,9 @@
  * 2. The xtb command must start at all, else the job fails with XtbMissingError before
  *    measuring anything: every molecule would fail the same way.
  * 3. Molecules are measured `parallel` at a time, each in its own work dir with its own timeout.
- *    A SMILES that does not parse, a timeout, an xtb crash or an optimisation that changed the
- *    bonds is that molecule's failed measurement, with the reason; the loop goes on.
+ *    A SMILES that does not parse, a timeout, an xtb crash (with xtb's own reason from its
+ *    output) or an optimisation that changed the bonds on both attempts is that molecule's failed
+ *    measurement, with the reason and the attempts made; the loop goes on.
  * 4. A progress report after each molecule; measurements come back in the spec's order.
  */
 import { spawn } from 'node:child_process';
@@ -32,9 +33,9 @@ export const OracleMolecule = z.object({
 });
 
 export const XtbSettings = z.strictObject({
-  /** Per attempt (a molecule gets at most two). */
+  /** Per attempt (a molecule gets at most two; the retry's GFN-FF pre-optimisation and its GFN2 run share it). */
   timeoutSeconds: z.number().positive().max(3600).default(120),
-  /** Seed of the first attempt's starting geometry; a retry uses seed + 1. */
+  /** Seed of the first attempt's starting geometry; the retry starts from seed + 1, relaxed by GFN-FF first (shared/molecules/xtb.ts). */
   seed: z.number().int().default(0),
   /** The xtb executable (a name on PATH or a path). */
   command: z.string().min(1).default('xtb'),

@@ -54,7 +54,8 @@ export async function runLocal(entry: PipelineEntry, config: Record<string, unkn
     const seconds = (Date.parse(record.stopDate!) - Date.parse(record.startDate)) / 1000;
     io.out(
       `${record.status} in ${seconds.toFixed(2)} s: ${record.stats.statesEntered} states, ` +
-        `${record.stats.lambdaInvocations} Lambda invocations, ${record.stats.batchJobs} Batch jobs`,
+        `${record.stats.lambdaInvocations} Lambda invocations, ${record.stats.batchJobs} Batch jobs, ` +
+        `largest state ${(record.stats.largestState.bytes / 1024).toFixed(1)} KiB of 256 (${record.stats.largestState.name})`,
     );
     if (record.status === 'SUCCEEDED') io.out(JSON.stringify(record.output, null, 2).slice(0, 4000));
     if (record.status === 'SUCCEEDED' && entry.afterRun) io.out(entry.afterRun);

@@ -21,7 +21,15 @@ export interface ExecutionRecord {
   cause?: string;
   startDate: string;
   stopDate?: string;
-  stats: { statesEntered: number; lambdaInvocations: number; batchJobs: number; mapItemsDone: number; mapItemsFailed: number };
+  stats: {
+    statesEntered: number;
+    lambdaInvocations: number;
+    batchJobs: number;
+    mapItemsDone: number;
+    mapItemsFailed: number;
+    /** The largest state output of the run (Map iterations and Distributed Map children included), against the 256 KiB limit. */
+    largestState: { name: string; bytes: number };
+  };
 }
 
 /** The records of one data directory. */

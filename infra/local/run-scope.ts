@@ -56,6 +56,7 @@ export function watchEvents(
         emit('stateEntered', { executionArn, state: e.state.name });
       } else if (e.type === 'StateExited' && e.state && e.state.output !== undefined) {
         const bytes = jsonByteLength(e.state.output);
+        if (bytes > record.stats.largestState.bytes) record.stats.largestState = { name: e.state.name, bytes };
         if (bytes > PAYLOAD_LIMIT_BYTES) onLimit(new DataLimitError(e.state.name, bytes));
       } else if ((e.type === 'MapIterationSucceeded' || e.type === 'MapIterationFailed') && e.parentState) {
         const ok = e.type === 'MapIterationSucceeded';

@@ -4,6 +4,7 @@
  * registry": the suite is every registered benchmark, the guard the registry's guard settings.
  */
 import { z } from 'zod';
+import { MAX_S3_URI_CHARS } from '#shared/schema.ts';
 import { BENCHMARK_NAME } from '#shared/evals/benchmarks.ts';
 
 export const EvalsConfig = z
@@ -12,10 +13,11 @@ export const EvalsConfig = z
     checkpoint: z
       .string()
       .regex(/^s3:\/\/[^/]+\/checkpoints\/[^/]+\/\d+\/manifest\.json$/, 'must be s3://<bucket>/checkpoints/<run>/<step>/manifest.json')
+      .max(MAX_S3_URI_CHARS)
       .nullable()
       .default(null),
     /** The benchmarks to evaluate; null: every registered one. */
-    benchmarks: z.array(z.string().regex(BENCHMARK_NAME)).min(1).nullable().default(null),
+    benchmarks: z.array(z.string().regex(BENCHMARK_NAME)).min(1).max(64).nullable().default(null),
     /** Guard overrides; null: the registry's guard settings. */
     target: z.string().regex(BENCHMARK_NAME).nullable().default(null),
     guard: z.string().regex(BENCHMARK_NAME).nullable().default(null),

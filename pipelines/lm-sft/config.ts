@@ -22,11 +22,25 @@ export const LmSftConfig = z
       .strict()
       .default({}),
     arithmetic: z
-      .object({ max_operand: z.int().min(1).max(1_000_000), operations: z.array(z.enum(['add', 'sub', 'mul'])).min(1) })
+      .object({
+        max_operand: z.int().min(1).max(1_000_000),
+        operations: z
+          .array(z.enum(['add', 'sub', 'mul']))
+          .min(1)
+          .max(3),
+      })
       .partial()
       .strict()
       .default({}),
-    base: phase.extend({ mix: z.partialRecord(z.enum(['text', 'reversal', 'arithmetic']), z.number().min(0)).optional() }).strict(),
+    base: phase
+      .extend({
+        mix: z
+          .object({ text: z.number().min(0), reversal: z.number().min(0), arithmetic: z.number().min(0) })
+          .partial()
+          .strict()
+          .optional(),
+      })
+      .strict(),
     finetune: phase.extend({ checkpoint_every: z.int().min(1), replay_fraction: z.number().min(0).max(0.9).default(0) }).strict(),
   })
   .strict();

@@ -5,6 +5,7 @@
  * from earlier runs.
  */
 import { z } from 'zod';
+import { MAX_S3_URI_CHARS } from '#shared/schema.ts';
 import { DEFAULT_MAX_HEAVY_ATOMS } from '#shared/molecules/pool.ts';
 
 export const MoleculesConfig = z
@@ -15,6 +16,7 @@ export const MoleculesConfig = z
         uri: z
           .string()
           .regex(/^s3:\/\/[^/]+\/.+/, 'must be an s3://bucket/key URI')
+          .max(MAX_S3_URI_CHARS)
           .optional(),
         /** Default pool: substituents per molecule (1: about 2,200 molecules; 2: about 79,000). */
         maxSubstituents: z.union([z.literal(1), z.literal(2)]).default(2),

@@ -39,7 +39,7 @@ export const RewardsConfig = z
     /** Reward functions Claude writes per generation. */
     candidates: z.int().min(1).max(16).default(6),
     /** The Claude model id (default: DEFAULT_CLAUDE_MODEL, one the pinned SDK does not list as deprecated). */
-    model: z.string().min(1).default(DEFAULT_CLAUDE_MODEL),
+    model: z.string().min(1).max(100).default(DEFAULT_CLAUDE_MODEL),
     /** Evaluate these reward functions instead of asking Claude (one generation); no API key needed. */
     rewardFiles: z.array(RewardFile).min(1).max(16).optional(),
     /** Every candidate trains once per seed. */

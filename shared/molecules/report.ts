@@ -2,8 +2,9 @@
  * The discovery report: hits against oracle calls for the surrogate and the random baseline on
  * the same budget, the gap distribution of the pool sample with the hit threshold, the
  * surrogate's calibration per round (predictions recorded before measuring), the top molecules
- * drawn with the arm that found each, and what failed and why. Charts are Vega-Lite rendered to
- * SVG here and molecule drawings are data-URI images, so the page needs no network.
+ * drawn with the arm that found each, and what failed and why (with the count that failed on both
+ * of the oracle's attempts, also a metric). Charts are Vega-Lite rendered to SVG here and molecule
+ * drawings are data-URI images, so the page needs no network.
  *
  * reportStep writes it, with every measurement as CSV, for the pipeline's report Lambda.
  */
@@ -108,6 +109,15 @@ export function failureCounts(campaign: Campaign): { reason: string; count: numb
   return [...counts].map(([reason, count]) => ({ reason, count })).sort((a, b) => b.count - a.count);
 }
 
+/**
+ * Molecules the oracle failed to measure on both of its attempts (the second from another,
+ * force-field relaxed start; shared/molecules/xtb.ts): ones the campaign can never find.
+ * A malformed SMILES (no attempt) and a timeout (not retried) are not among them.
+ */
+export function failedBothAttempts(campaign: Campaign): number {
+  return campaign.measurements.filter((m) => !m.result.ok && (m.result.attempts ?? 0) >= 2).length;
+}
+
 /** Every measured molecule as CSV (hit = gap at or below the threshold). */
 export function measurementsCsv(campaign: Campaign): string {
   const quote = (s: string) => (/[",\n]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s);
@@ -173,7 +183,8 @@ random search: <strong id="random-hits">${s.random.hits}</strong> hits in ${s.ra
 ${s.hitRatio != null ? `(<strong>${s.hitRatio.toFixed(1)}x</strong>)` : '(random found none)'}.</p>
 <p id="threshold">Hit: HOMO-LUMO gap at or below <strong>${fixed(t?.gap)} eV</strong>, the ${t?.hitPercent ?? '–'} % quantile of a random sample of
 ${t?.sampleMeasured ?? 0} measured molecules; base rate in that sample ${fixed(t?.basePercent, 1)} %.</p>
-<p>Oracle: GFN2-xTB after geometry optimisation; ${s.oracleCalls} calls in this run, ${s.fromCache} results known from earlier runs, ${s.failed} failed.
+<p>Oracle: GFN2-xTB after geometry optimisation; ${s.oracleCalls} calls in this run, ${s.fromCache} results known from earlier runs, ${s.failed} failed
+(<span id="failed-both-attempts">${failedBothAttempts(campaign)}</span> of them on both attempts).
 Rounds: ${s.rounds}; the loop ended: ${escapeHtml(s.stopped ?? 'running')}.
 Pool: ${escapeHtml(pool.source)}, ${pool.size} molecules${skipped ? ` (skipped: ${skipped})` : ''}.</p>
 <figure>${hits}</figure>
@@ -202,6 +213,7 @@ export function discoveryMetrics(campaign: Campaign): Record<string, number> {
     randomCalls: s.random.calls,
     oracleCalls: s.oracleCalls,
     failed: s.failed,
+    failedBothAttempts: failedBothAttempts(campaign),
     ...(s.threshold != null ? { thresholdEv: s.threshold } : {}),
     ...(s.basePercent != null ? { basePercent: s.basePercent } : {}),
     ...(last?.calibration?.mae != null ? { lastMaeEv: last.calibration.mae } : {}),

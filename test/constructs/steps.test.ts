@@ -389,7 +389,11 @@ describe('step constructs validate their props', () => {
       throwsConfigError(() => step(stack, bad, { run: square(stack), inputs: {}, resultPath: '$.steps.x' }), 'stepId', bad);
     }
     const { stack, steps } = minimalScope();
-    throwsConfigError(() => fanOut(stack, 'bad id', { scope: steps, itemsPath: '$.items', iterator: (s) => new sfn.Pass(s, 'P'), resultPath: '$.r' }), 'stepId', 'bad id');
+    throwsConfigError(
+      () => fanOut(stack, 'bad id', { scope: steps, itemsPath: '$.items', iterator: (s) => new sfn.Pass(s, 'P'), resultPath: '$.r' }),
+      'stepId',
+      'bad id',
+    );
     throwsConfigError(() => approvalGate(stack, 'bad id', { scope: steps, title: 't', detailsPath: '$.d', resultPath: '$.a' }), 'stepId', 'bad id');
     // The longest valid id is accepted.
     const ok = minimalScope();

@@ -18,7 +18,7 @@ import { REWARDS_SIZES, RewardsConfig } from '#pipelines/rewards/config.ts';
 import { REWARD_ARTIFACT, REWARDS_PIPELINE } from '#pipelines/rewards/stack.ts';
 import { s3Client } from '#shared/clients/aws.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';
-import { readSearch } from '#shared/rewards/steps.ts';
+import { readSearch, writeRewardSource } from '#shared/rewards/steps.ts';
 import { startFakeClaude, type FakeClaude } from '../support/fake-claude.ts';
 import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
 
@@ -258,11 +258,13 @@ describe('reward search on the embedded runtime (test size)', { skip }, () => {
   });
 
   it('evaluates reward files without asking Claude', async () => {
+    // The sources go to the bucket first (the CLI's --reward-file does it); the config names them by hash.
+    const ctx = { bucket: rt.resources.buckets[0]!, pipeline: REWARDS_PIPELINE };
     const files = RewardsConfig.parse({
       ...REWARDS_SIZES.test,
       rewardFiles: [
-        { name: 'shaped', source: shaped },
-        { name: 'height', source: HEIGHT },
+        { name: 'shaped', sha256: await writeRewardSource(ctx, shaped) },
+        { name: 'height', sha256: await writeRewardSource(ctx, HEIGHT) },
       ],
     });
     const before = fake.requests.length;

@@ -46,7 +46,11 @@ describe('cli: errors', () => {
       writeFileSync(join(dir, 'bad.py'), '');
       const empty = capture();
       assert.equal(await main(['run', 'rewards', '--reward-file', join(dir, 'bad.py')], empty.io), 1);
-      assert.match(empty.text(), /config\.rewardFiles\.0\.source/);
+      assert.match(empty.text(), /--reward-file: is empty/);
+      writeFileSync(join(dir, 'long.py'), `def reward(obs, action, next_obs, done, info):\n    return 0.0\n${'#'.repeat(6000)}\n`);
+      const long = capture();
+      assert.equal(await main(['run', 'rewards', '--reward-file', join(dir, 'long.py')], long.io), 1);
+      assert.match(long.text(), /--reward-file: has 6063 characters, over 6000/);
       const wrong = capture();
       assert.equal(await main(['run', 'probe', '--reward-file', join(dir, 'bad.py')], wrong.io), 1);
       assert.match(wrong.text(), /--reward-file: is for the rewards pipeline/);

@@ -5,6 +5,8 @@
  * s3rver; result.json and the progress lines are read back. Also: the bundle the image ships
  * (`node main.mjs` beside RDKit_minimal.wasm), the contract in shared/job.ts, the spec's
  * validation, and the Node BatchJob construct (command, metadata, code version, build context).
+ * The job's failed measurements are also taken through a campaign round into the report's count
+ * of molecules that failed both attempts.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -27,6 +29,8 @@ import { BatchHost, type LocalJobDefinition } from '#infra/local/batch-host.ts';
 import { startS3rver, type S3Emulator } from '#infra/local/emulators.ts';
 import { TaskError } from '#infra/local/lambda-host.ts';
 import { LOCAL_KEY, LOCAL_REGION } from '#infra/local/resolve.ts';
+import { newCampaign, recordRound, type OracleResult as CampaignResult } from '#shared/molecules/discovery.ts';
+import { discoveryMetrics, discoveryReportHtml } from '#shared/molecules/report.ts';
 import { parseOracleSpec, type OracleResult } from '../../batch-jobs/molecules-oracle/oracle.ts';
 import { bundleOracleJob } from '../../batch-jobs/molecules-oracle/build.ts';
 import { minimalScope } from '../support/stacks.ts';
@@ -93,6 +97,28 @@ function writeFakeXtb(crashOn: string): string {
   const realXtb = ['/usr/bin/xtb', '/usr/local/bin/xtb'].find((p) => existsSync(p)) ?? 'xtb';
   const path = join(work, 'fake-xtb');
   writeFileSync(path, `#!/bin/sh\nif [ "$(sed -n 2p mol.xyz)" = '${crashOn}' ]; then echo '[ERROR] fake SCF crash' >&2; exit 1; fi\nexec ${realXtb} "$@"\n`);
+  chmodSync(path, 0o755);
+  return path;
+}
+
+/**
+ * A stand-in xtb that gives the real xtb a deliberately bad input: for one molecule (mol.xyz's
+ * comment line), the second atom is moved to 0.01 A from the first before xtb starts.
+ */
+function writeCrushingXtb(crushOn: string): string {
+  const realXtb = ['/usr/bin/xtb', '/usr/local/bin/xtb'].find((p) => existsSync(p)) ?? 'xtb';
+  const path = join(work, 'crushing-xtb');
+  writeFileSync(
+    path,
+    [
+      '#!/bin/sh',
+      `if [ -f mol.xyz ] && [ "$(sed -n 2p mol.xyz)" = '${crushOn}' ]; then`,
+      "  awk 'NR==3{x=$2;y=$3;z=$4} NR==4{$2=x+0.01;$3=y;$4=z} {print}' mol.xyz > crushed.xyz && mv crushed.xyz mol.xyz",
+      'fi',
+      `exec ${realXtb} "$@"`,
+      '',
+    ].join('\n'),
+  );
   chmodSync(path, 0o755);
   return path;
 }
@@ -192,6 +218,48 @@ describe('oracle job, run by the local BatchHost from the synthesized metadata',
     assert.ok(methane!.ok && methane.gap > 5, JSON.stringify(methane));
     assert.equal(summary.ok, 1);
     assert.equal(summary.failed, 1);
+  });
+
+  it('measures a crowded molecule on its retry, records why xtb failed from its output, and the report counts the molecule that failed both attempts', async () => {
+    // o-dinitrobenzene: the flat start's optimisation bonds two oxygens; the retry's GFN-FF
+    // relaxed start measures it. Water, crushed by the stand-in, fails in xtb on both attempts.
+    // Methane is measured at once (a campaign's sample needs two measured molecules).
+    const smiles = ['O=[N+]([O-])c1ccccc1[N+](=O)[O-]', 'O', 'C'];
+    const { failed, result } = await runOracle({
+      molecules: smiles.map((s, i) => ({ id: String(i), smiles: s })),
+      xtb: { command: writeCrushingXtb('O'), timeoutSeconds: 60 },
+    });
+    assert.equal(failed, false, JSON.stringify(result));
+    const { measurements } = result as unknown as OracleResult;
+    const [dinitro, water, methane] = measurements;
+    assert.ok(dinitro!.ok, JSON.stringify(dinitro));
+    assert.equal(dinitro.attempts, 2);
+    // As in molecules-xtb.test.ts: 2.941-2.947 eV measured here; 0.05 eV tells it from the
+    // O-O bonded geometry's 1.2 eV.
+    assert.ok(Math.abs(dinitro.gap - 2.95) < 0.05, JSON.stringify(dinitro));
+    assert.ok(!water!.ok);
+    assert.equal(water.attempts, 2);
+    assert.match(water.reason, /^xtb exited 1: Geometry optimization failed; .*; optimizer_relax: \|grad\| > 500, something is totally wrong!$/);
+    assert.ok(methane!.ok && methane.attempts === 1, JSON.stringify(methane));
+
+    // The measurements into a campaign round as recordStep (shared/molecules/campaign.ts) takes
+    // them, then the report's metrics and page.
+    const settings = { sampleSize: 3, rounds: 0, batchSize: 1, explorationFraction: 0, hitPercent: 5, acquisition: 'ei' as const, seed: 0 };
+    const pool = { uri: 's3://b/pool.json', fingerprintsUri: 's3://b/pool.fp', size: 3, nBytes: 256, source: 'test pool' };
+    const c0 = newCampaign(pool, settings, (i) => smiles[i]!);
+    const results = new Map<number, CampaignResult>(
+      measurements.map((m) => [
+        Number(m!.id),
+        { ok: m!.ok, ...(m!.ok ? { gap: m!.gap } : { reason: m!.reason }), attempts: m!.attempts, seconds: m!.seconds, cached: false },
+      ]),
+    );
+    const c1 = recordRound(c0, 'approved', results);
+    const metrics = discoveryMetrics(c1);
+    assert.equal(metrics['failed'], 1);
+    assert.equal(metrics['failedBothAttempts'], 1);
+    const html = await discoveryReportHtml(c1, { source: pool.source, size: pool.size, skipped: {} }, settings);
+    assert.match(html, /1 failed\s+\(<span id="failed-both-attempts">1<\/span> of them on both attempts\)/);
+    assert.match(html, /<td style="text-align:left">xtb exited N: Geometry optimization failed; /);
   });
 
   it("fails the whole job when xtb is missing, naming Debian's xtb package", async () => {

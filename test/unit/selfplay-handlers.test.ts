@@ -234,9 +234,11 @@ describe('league handlers: start, plan, elo', () => {
     const started = await elo({ start: true, ...PLAN });
     const planned = await plan({ leagueUri: started.leagueUri, generation: 1, train: train('gen-1', 'column_policy.onnx'), ...settings });
     const [first, second] = planned.requests;
+    // The fan-out's records, as the state machine writes them: the value inline, the cause in S3.
+    objects.set('runs/selfplay/exec-1/matches/failures/1.txt', Buffer.from('gen-1: not an ONNX model'));
     const results = [
       { ok: true, value: await matchHandler(first!) },
-      { ok: false, item: { item: second, index: 1 }, error: 'InvalidPolicyModel', cause: 'gen-1: not an ONNX model' },
+      { ok: false, error: 'InvalidPolicyModel', causeUri: `s3://${BUCKET}/runs/selfplay/exec-1/matches/failures/1.txt`, item: { pairId: second!.pairId } },
     ];
     const rated = await elo({ leagueUri: planned.leagueUri, generation: 1, results, bootstrapSamples: 30, ...PLAN });
     assert.equal(rated.failedMatches, 1);

@@ -64,7 +64,7 @@ describe('league document', () => {
 
   it('a failed pair is recorded, its player stays unrated when it has no match, and the league goes on', () => {
     const added = addSnapshot(newLeague(), 1, train(1), settings);
-    const results = added.requests.map((r) => ({ ok: false, item: { item: r, index: 0 }, error: 'InvalidPolicyModel', cause: 'corrupt' }));
+    const results = added.requests.map((r) => ({ ok: false, item: { pairId: r.pairId }, error: 'InvalidPolicyModel', cause: 'corrupt' }));
     const { doc, rating } = recordMatches(added.doc, 1, results, rate);
     assert.equal(doc.failures.length, 2);
     assert.deepEqual(rating.unrated, ['tactical', 'gen-1']);
