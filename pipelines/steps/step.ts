@@ -310,6 +310,14 @@ export function runJob(
           reason:
             'The job spec and result.json keys embed the execution name and a job id made at run time (runs/<pipeline>/<execution>/<step>/<id>/), so the grant covers the runs/ prefix.',
         },
+        ...(options.specKeyPath
+          ? [
+              {
+                id: iam5Resource(construct, bucket.arnForObjects(`data/${scope.pipeline}/*`)),
+                reason: `The job's spec is copied from a content-addressed document a step of the pipeline wrote under data/${scope.pipeline}/ (its key is the sha256 of its content, known at run time); read only.`,
+              },
+            ]
+          : []),
         {
           id: iam5Resource(construct, Stack.of(construct).formatArn({ service: 'batch', resource: 'job-definition', resourceName: '*' })),
           reason:
