@@ -94,6 +94,7 @@ export class ProbeStack extends PipelineStack {
       itemsPath: '$.steps.prepare.items',
       // Squares of the probe's own numbers: a few characters each, kept inline for the sum's JSONPath filter.
       values: 'inline',
+      failureItem: { 'item.$': '$.item' },
       iterator: (s) => step(s, 'square-item', { run: invoke(squareFn), inputs: { 'x.$': '$.item' }, resultPath: '$.result', cache }),
       resultPath: '$.steps.square',
       maxConcurrency: 4,

@@ -19,6 +19,7 @@ import { backfill } from '#infra/cli/benchmarks.ts';
 import { getArtifactVersion, listArtifactVersions } from '#shared/artifacts.ts';
 import { registerBenchmark, setGuardSettings } from '#shared/evals/benchmarks.ts';
 import { s3Client } from '#shared/clients/aws.ts';
+import { readOutcomes } from '#shared/fan-out.ts';
 import { sha256Hex } from '#shared/json.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
@@ -229,8 +230,9 @@ torch.save({"w": Boom()}, sys.argv[1])`,
     const failures = new Map(
       await Promise.all(
         [9002, 9003].map(async (step) => {
-          const out = byStep(step).output as { results: { ok: boolean; error?: string; cause?: string }[] };
-          return [step, out.results] as const;
+          // The fan-out's records: each failure's cause is read back from S3.
+          const out = byStep(step).output as { results: unknown[] };
+          return [step, await readOutcomes(out.results, 'results')] as const;
         }),
       ),
     );

@@ -12,6 +12,7 @@ import { DeleteObjectCommand, GetObjectCommand, S3Client } from '@aws-sdk/client
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { LocalRuntime, type ExecutionRecord } from '#infra/local/runtime.ts';
 import { dynamoClient } from '#shared/clients/aws.ts';
+import { readOutcomes } from '#shared/fan-out.ts';
 import { getArtifactVersion, listArtifactVersions } from '#shared/artifacts.ts';
 import { ProbeConfig } from '#pipelines/probe/config.ts';
 
@@ -109,13 +110,15 @@ describe('probe pipeline on the embedded runtime', () => {
   it('within the tolerance, the failed item is recorded with its error and the run goes on', async () => {
     const record = await run({ items: [2, -3, 4], maxFailures: 1 });
     assert.equal(record.status, 'SUCCEEDED', record.cause);
-    const output = record.output as { total: number; square: { ok: boolean; error?: string; cause?: string; item?: { item: number } }[] };
+    const output = record.output as { total: number; square: { ok: boolean; causeUri?: string }[] };
     assert.equal(output.total, 4 + 16);
-    const failed = output.square.filter((s) => !s.ok);
+    // The record holds the error's name, the item and where the cause went; the cause is read back from S3.
+    assert.match(output.square.find((s) => !s.ok)!.causeUri!, /^s3:\/\/.*\/runs\/probe\/.*\/square\/failures\/[0-9a-f-]+\.txt$/);
+    const failed = (await readOutcomes(output.square, 'square')).filter((s) => !s.ok);
     assert.equal(failed.length, 1);
     assert.equal(failed[0]!.error, 'NegativeItem');
-    assert.match(failed[0]!.cause!, /item -3 is negative/);
-    assert.equal(failed[0]!.item!.item, -3);
+    assert.match(failed[0]!.cause, /item -3 is negative/);
+    assert.deepEqual(failed[0]!.item, { item: -3 });
   });
 
   it('a Batch job that exits non-zero fails the run with States.TaskFailed and its exit code', async () => {
