@@ -111,3 +111,18 @@ function nodeChars(node: JsonSchemaNode, path: string): number {
 export function maxJsonChars(schema: z.ZodType): number {
   return nodeChars(toJSONSchema(schema, { io: 'output', unrepresentable: 'any' }) as JsonSchemaNode, 'config');
 }
+
+/** The bound of the value at `path` (property names) under the schema's output, or undefined if the path is not a field of it. */
+export function maxJsonCharsAt(schema: z.ZodType, path: readonly string[]): number | undefined {
+  const at = (node: JsonSchemaNode, rest: readonly string[], where: string): number | undefined => {
+    if (!rest.length) return nodeChars(node, where);
+    const options = node.anyOf ?? node.oneOf;
+    if (options) {
+      const found = options.map((o) => at(o, rest, where)).filter((n): n is number => n !== undefined);
+      return found.length ? Math.max(...found) : undefined;
+    }
+    const child = node.properties?.[rest[0]!];
+    return child ? at(child, rest.slice(1), `${where}.${rest[0]}`) : undefined;
+  };
+  return at(toJSONSchema(schema, { io: 'output', unrepresentable: 'any' }) as JsonSchemaNode, path, 'config');
+}

@@ -29,7 +29,7 @@ import {
   step,
 } from '#pipelines/steps/index.ts';
 import { acknowledgeFindings, s3GrantFindings } from '#pipelines/steps/nag-findings.ts';
-import { EVALS_TRIGGER_CONFIG } from './config.ts';
+import { EVALS_TRIGGER_CONFIG, EvalsConfig } from './config.ts';
 
 export const EVALS_PIPELINE = 'evals';
 
@@ -37,8 +37,35 @@ export type EvalsStackProps = PipelineStackProps;
 
 export class EvalsStack extends PipelineStack {
   constructor(scope: Construct, id: string, props: EvalsStackProps) {
-    super(scope, id, EVALS_PIPELINE, props);
+    super(scope, id, EVALS_PIPELINE, props, EvalsConfig);
     const { resources, steps, cache } = this;
+    // What the cache keys read besides the config: values the pipeline's own steps make. A URI is
+    // at most MAX_S3_URI_CHARS (1,100: a bucket name and S3's 1,024-byte key), written twice over at
+    // worst by JSON's escapes.
+    this.bounds
+      .chars('$.prep.artifacts', 300, "the run's three artifact names (ARTIFACT_NAME: at most 63 characters each)")
+      .chars('$.checkpointArtifact.files', 2400, "the 'Checkpoint files' Pass: one entry, the manifest's URI (escaped, at most 2 x 1,100) named manifest.json")
+      .chars(
+        '$.checkpointArtifact.metrics',
+        3400,
+        "the 'Checkpoint files' Pass: the run (at most 128, escaped), the step, the content hash and the checkpoint's URI (at most 2 x 1,100)",
+      )
+      .chars('$.checkpoint.contentHash', 66, 'the sha256 of the checkpoint manifest, 64 hex digits')
+      // A registered benchmark (shared/evals/benchmarks.ts): the key reads these fields, not its data URI.
+      .chars('$.benchmark.name', 44, 'a benchmark name, BENCHMARK_NAME: at most 41 characters')
+      .chars('$.benchmark.version', 24, "the benchmark's version, a positive integer")
+      .chars('$.benchmark.sampleSize', 24, 'the sample size, an integer')
+      .chars('$.benchmark.scorer', 40, 'one of SCORERS, a short name')
+      .chars('$.benchmark.dataSha256', 66, "the sha256 of the benchmark's data, 64 hex digits")
+      .chars('$.maxNewTokens', 24, 'config.maxNewTokens, an integer from 1 to 1024')
+      .chars('$.examples', 24, 'config.examples, an integer from 0 to 50')
+      .chars('$.artifacts', 300, "the run's three artifact names (ARTIFACT_NAME: at most 63 characters each)")
+      .chars('$.eval.files', 2000, 'the eval job lists its few output files, each a short name and a URI under runs/evals/')
+      .chars('$.metrics', 3200, "the 'Result metrics' Pass: run (at most 128), step, the benchmark's name and version, counts, accuracy and the content hash")
+      .chars('$.parent', 2000, "the checkpoint artifact's publish output: its name, version, URI and sha256")
+      .chars('$.steps.leaderboard.files', 2000, 'the leaderboard step writes two files (leaderboard.json, leaderboard.html) under data/evals/leaderboard/')
+      .chars('$.steps.leaderboard.metrics', 4000, "the leaderboard's figures: the guard's decision and a few counts")
+      .chars('$.steps.leaderboard.reportUri', 600, "leaderboard.html's URI, a content-addressed key under data/evals/leaderboard/");
     const { bucket, table } = resources;
 
     const prepareFn = new PipelineFunction(this, 'Prepare', {

@@ -9,6 +9,7 @@ import { Duration } from 'aws-cdk-lib';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct } from 'constructs';
 import { BatchJob, PipelineStack, type PipelineStackProps, runJob, step } from '#pipelines/steps/index.ts';
+import { LmSftConfig } from './config.ts';
 
 export const LM_SFT_PIPELINE = 'lm-sft';
 
@@ -16,7 +17,7 @@ export type LmSftStackProps = PipelineStackProps;
 
 export class LmSftStack extends PipelineStack {
   constructor(scope: Construct, id: string, props: LmSftStackProps) {
-    super(scope, id, LM_SFT_PIPELINE, props);
+    super(scope, id, LM_SFT_PIPELINE, props, LmSftConfig);
     const { resources, steps } = this;
     const job = new BatchJob(this, 'Train', {
       job: 'evals-lm',

@@ -26,6 +26,7 @@ import type { Construct } from 'constructs';
 import { ENV } from '#shared/env.ts';
 import { APPROVAL_ITEMS_PREFIX } from '#shared/approval.ts';
 import { approvalGate, BatchJob, documentFunction, fanOut, invoke, PipelineStack, type PipelineStackProps, runJob, step } from '#pipelines/steps/index.ts';
+import { MoleculesConfig } from './config.ts';
 
 export const MOLECULES_PIPELINE = 'molecules';
 export const DISCOVERY_ARTIFACT = 'molecular-discovery';
@@ -36,8 +37,9 @@ export class MolecularDiscoveryStack extends PipelineStack {
   readonly oracleJob: BatchJob;
 
   constructor(scope: Construct, id: string, props: MoleculesStackProps) {
-    super(scope, id, MOLECULES_PIPELINE, props);
+    super(scope, id, MOLECULES_PIPELINE, props, MoleculesConfig);
     const { resources, steps } = this;
+    this.bounds.chars('$.campaign.campaignUri', 400, "the campaign document's content-addressed URI (data/molecules/campaign/<sha256>.json)");
     const { bucket, table } = resources;
 
     // The oracle: GFN2-xTB on the CPU queue (Node 22 and Debian's xtb in the image).

@@ -31,6 +31,7 @@ import {
   step,
 } from '#pipelines/steps/index.ts';
 import { acknowledgeFindings, s3GrantFindings } from '#pipelines/steps/nag-findings.ts';
+import { ProbeConfig } from './config.ts';
 
 export const PROBE_PIPELINE = 'probe';
 
@@ -38,8 +39,13 @@ export type ProbeStackProps = PipelineStackProps;
 
 export class ProbeStack extends PipelineStack {
   constructor(scope: Construct, id: string, props: ProbeStackProps) {
-    super(scope, id, PROBE_PIPELINE, props);
+    super(scope, id, PROBE_PIPELINE, props, ProbeConfig);
     const { steps, cache } = this;
+    this.bounds
+      .chars('$.item', 24, "one of the config's items, an integer from -1000 to 1000")
+      .chars('$.steps.square[?(@.ok == true)].value.square', 1600, 'the squares of at most 200 items (config.items), each at most 1,000,000')
+      .chars('$.steps.sum.files', 2000, 'the sum job lists its one output file, a short name and a URI under runs/probe/')
+      .chars('$.steps.sum.metrics', 1000, "the sum job's figures: the total and the item count");
     const { bucket } = props.resources;
 
     const prepareFn = new PipelineFunction(this, 'Prepare', {

@@ -39,6 +39,7 @@ import {
 } from '#pipelines/steps/index.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { SandboxNetwork } from '#pipelines/steps/sandbox-network.ts';
+import { RewardsConfig } from './config.ts';
 
 export const REWARDS_PIPELINE = 'rewards';
 export const REWARD_ARTIFACT = 'reward-search';
@@ -50,8 +51,16 @@ export class RewardSearchStack extends PipelineStack<StepResources & { readonly 
   readonly trainJob: BatchJob;
 
   constructor(scope: Construct, id: string, props: RewardSearchStackProps) {
-    super(scope, id, REWARDS_PIPELINE, props);
+    super(scope, id, REWARDS_PIPELINE, props, RewardsConfig);
     const { resources, steps, cache } = this;
+    // What the cache keys read besides the config: values the search's own Lambdas make.
+    this.bounds
+      .chars('$.item.specKey', 120, "the spec's content-addressed key, data/rewards/train-specs/<sha256>.json")
+      .chars('$.item.seed', 24, 'a training seed of the config, an integer from 0 to 2^31 - 1')
+      .chars('$.train.outputUri', 400, 'the output prefix the runner chose: s3://, the bucket (at most 63), runs/rewards/<execution>/train/<uuid>/output/')
+      .chars('$.grading.gradeSeeds', 1200, 'at most 100 seeds (config.gradeSeeds or finalSeeds), each at most 10 digits')
+      .chars('$.grading.episodesPerSeed', 24, 'config.episodesPerSeed, an integer from 1 to 1000')
+      .chars('$.final.searchUri', 400, "the search document's content-addressed URI (data/rewards/search/<sha256>.json)");
     const { bucket } = resources;
     const env = this.functionEnv;
 

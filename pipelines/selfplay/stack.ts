@@ -25,6 +25,8 @@ import { BatchJob, documentFunction, fanOut, invoke, PipelineFunction, PipelineS
 import { acknowledgeFindings, s3GrantFindings } from '#pipelines/steps/nag-findings.ts';
 import { CHAMPION_ARTIFACT } from '#shared/selfplay/arena.ts';
 import { Arena, arenaPublicFromContext } from './arena.ts';
+import { SelfPlayConfig } from './config.ts';
+import { maxJsonCharsAt } from '#shared/schema.ts';
 
 export const SELFPLAY_PIPELINE = 'selfplay';
 
@@ -34,8 +36,29 @@ export class SelfPlayLeagueStack extends PipelineStack {
   readonly arena: Arena;
 
   constructor(scope: Construct, id: string, props: SelfPlayStackProps) {
-    super(scope, id, SELFPLAY_PIPELINE, props);
+    super(scope, id, SELFPLAY_PIPELINE, props, SelfPlayConfig);
     const { resources, steps, cache } = this;
+    // What the cache keys read besides the config: values the league's own Lambdas make.
+    this.bounds
+      .chars('$.league.leagueUri', 400, "the league document's content-addressed URI (data/selfplay/league/<sha256>.json)")
+      .chars(
+        '$.league.trainGroups',
+        4800,
+        'four opponent groups: the two bots, and at most 10 snapshots (config.opponents), each an id (at most 64) and its weights URI (at most 368)',
+      )
+      .chars(
+        '$.league.trainPpo',
+        (maxJsonCharsAt(SelfPlayConfig, ['ppo']) ?? 0) + 40,
+        "the config's ppo settings with the learning rate of the generation (one number) put in",
+      )
+      .chars('$.league.initialStateDict', 400, "null, or the newest snapshot's weights URI, which the train job wrote under runs/selfplay/")
+      .chars('$.gen', 40, 'the generation counter, {n}: at most config.generations (40)')
+      // A URI the platform makes: s3://, a bucket name (at most 63) and a key of at most 300.
+      .chars('$.item.a', 1000, 'a player from plan: id (at most 64), kind, generation and two URIs the train job wrote under runs/selfplay/')
+      .chars('$.item.b', 1000, 'a player from plan: id (at most 64), kind, generation and two URIs the train job wrote under runs/selfplay/')
+      .chars('$.item.games', 24, 'config.matchGames, an integer from 2 to 10,000')
+      .chars('$.item.seed', 24, "the pair's seed, an integer plan derives from config.seed")
+      .chars('$.item.mode', 10, "'greedy' or 'sample'");
     const { bucket } = resources;
     const env = this.functionEnv;
 

@@ -1,5 +1,6 @@
 export * from './approval-gate.ts';
 export * from './batch-job.ts';
+export * from './bounds.ts';
 export * from './code-version.ts';
 export * from './fan-out.ts';
 export * from './function.ts';

@@ -15,6 +15,8 @@
 import { type Duration, Stack, type StackProps } from 'aws-cdk-lib';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct } from 'constructs';
+import type { z } from 'zod';
+import { StateBounds } from './bounds.ts';
 import { join } from 'node:path';
 import { ConfigError } from '#shared/errors.ts';
 import { ENV } from '#shared/env.ts';
@@ -48,16 +50,22 @@ export abstract class PipelineStack<R extends StepResources = StepResources> ext
   readonly steps: StepScope;
   /** Pass as a step's `cache` to cache it. */
   readonly cache: { readonly scope: StepScope };
+  /**
+   * What the state holds, bounded: `$.config` by the pipeline's config schema; the stack declares
+   * the values its own steps make that a cached step's key reads (each cache key is checked at synth).
+   */
+  readonly bounds: StateBounds;
   /** The environment every pipeline function gets: the bucket and the pipeline's name. */
   readonly functionEnv: Readonly<Record<string, string>>;
   private machine?: sfn.StateMachine;
 
-  protected constructor(scope: Construct, id: string, pipeline: string, props: PipelineStackProps<R>) {
+  protected constructor(scope: Construct, id: string, pipeline: string, props: PipelineStackProps<R>, config: z.ZodType) {
     super(scope, id, props);
     if (!/^[a-z][a-z0-9-]*$/.test(pipeline)) throw new ConfigError('pipeline', pipeline, 'must be a lowercase name (letters, digits, dashes)');
     this.pipeline = pipeline;
     this.resources = props.resources;
-    this.steps = { pipeline, resources: props.resources };
+    this.bounds = new StateBounds().schema('$.config', config, "the run's config, parsed with the pipeline's schema before the run starts");
+    this.steps = { pipeline, resources: props.resources, bounds: this.bounds };
     this.cache = { scope: this.steps };
     this.functionEnv = { [ENV.bucket]: props.resources.bucket.bucketName, [ENV.pipeline]: pipeline };
   }
@@ -78,6 +86,11 @@ export abstract class PipelineStack<R extends StepResources = StepResources> ext
    * its card, and `Output`: the given fields, then the metrics, the report's URI and the artifact.
    */
   protected reportAndPublish(options: ReportAndPublishOptions): sfn.Chain {
+    // What the publish step's key reads of the report's output (shared/artifacts.ts: files and metrics).
+    this.bounds
+      .chars('$.steps.report.files', 2000, 'the report lists at most a few files, each a short name and an s3:// URI under data/ or runs/')
+      .chars('$.steps.report.metrics', 4000, "the report's figures: a flat record of a few dozen numbers and short names (ids, slugs)")
+      .chars('$.steps.report.reportUri', 600, 'an s3:// URI of the report, a content-addressed key under data/<pipeline>/');
     const report = step(this, 'report', {
       run: invoke(options.reportFn),
       inputs: options.inputs,

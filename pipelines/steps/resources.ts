@@ -7,6 +7,7 @@ import type { ITable } from 'aws-cdk-lib/aws-dynamodb';
 import type { IBucket } from 'aws-cdk-lib/aws-s3';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { RetentionDays } from 'aws-cdk-lib/aws-logs';
+import type { StateBounds } from './bounds.ts';
 
 export interface StepResources {
   readonly bucket: IBucket;
@@ -26,4 +27,6 @@ export interface StepResources {
 export interface StepScope {
   readonly pipeline: string;
   readonly resources: StepResources;
+  /** What the pipeline's state holds, bounded: a cached step's key is checked against it at synth. */
+  readonly bounds?: StateBounds;
 }

@@ -347,8 +347,9 @@ export interface StepProps {
   readonly run: StepRunner;
   /**
    * The step's inputs as a Parameters template (`{'n.$': '$.config.n'}`). Inputs are
-   * evaluated once; with caching, their JSON text is part of the key, so keep it small
-   * (under 9,000 characters: States.Hash takes at most 10,000) and pass big data as S3 URIs.
+   * evaluated once; with caching, their JSON text is part of the key, checked at synth against
+   * States.Hash's 10,000 characters from the scope's declared bounds: pass big data as S3 URIs
+   * and key it by content hash.
    */
   readonly inputs: Record<string, unknown>;
   /** Where the result goes in the state, e.g. `$.steps.train`. */
@@ -391,6 +392,13 @@ function cachedChain(scope: Construct, stepId: string, props: StepProps, inputs:
   const table = resources.table;
   const version = props.run.codeVersion.hash + (props.cache!.salt ? `+${props.cache!.salt}` : '');
   const s = SCRATCH;
+  // States.Hash takes at most 10,000 characters and fails the run where no Catch can: the key's
+  // input is bounded at synth, from the bounds the pipeline declares for what its state holds.
+  const bounds = props.cache!.scope.bounds;
+  if (!bounds) {
+    throw new ConfigError(`${stepId}: cache.scope.bounds`, undefined, "a cached step needs the bounds of its inputs (a PipelineStack's this.bounds)");
+  }
+  bounds.checkCacheKey(stepId, version, props.inputs);
 
   const key = new sfn.Pass(scope, stateName(stepId, 'Cache key'), {
     parameters: {

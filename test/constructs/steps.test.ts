@@ -275,14 +275,15 @@ describe('step constructs, rendered: the probe pipeline', () => {
     // The probe keeps its squares inline: the item's record is {ok, value}.
     assert.deepEqual(get(guard.Next as string)['Parameters'], { ok: true, 'value.$': '$.value' });
     assert.deepEqual(guard['Catch'], [{ ErrorEquals: ['States.ALL'], ResultPath: '$.failure', Next: 'square: Failure defaults' }]);
-    // The cause goes to S3; the record keeps the error name and the cause's URI, not the item.
+    // The cause goes to S3; the record keeps the error name, the cause's URI and the item (a number).
     const store = get('square: Store cause');
     assert.equal(store['Resource'], 'arn:aws:states:::aws-sdk:s3:putObject');
     assert.equal((store['Parameters'] as Record<string, unknown>)['Body.$'], '$.failure.value.Cause');
     const record = get('square: Item failed');
     assert.equal(record.Type, 'Pass');
     assert.equal(record['End'], true);
-    assert.deepEqual(Object.keys(record['Parameters'] as object).sort(), ['causeUri.$', 'error.$', 'ok']);
+    assert.deepEqual(Object.keys(record['Parameters'] as object).sort(), ['causeUri.$', 'error.$', 'item', 'ok']);
+    assert.deepEqual((record['Parameters'] as Record<string, unknown>)['item'], { 'item.$': '$.item' });
     assert.equal((record['Parameters'] as Record<string, unknown>)['error.$'], '$.failure.value.Error');
     // The cached per-item step runs inside the guard.
     assert.deepEqual(states.get('square-item: Invoke')?.enclosing, ['square: Items', 'square: Item']);
