@@ -8,6 +8,9 @@ import { z } from 'zod';
 import { MAX_S3_URI_CHARS } from '#shared/schema.ts';
 import { DEFAULT_MAX_HEAVY_ATOMS } from '#shared/molecules/pool.ts';
 
+/** Oracle jobs in one round (sampleSize, or twice batchSize, in chunks of oracle.chunkSize). */
+export const MAX_ORACLE_JOBS_PER_ROUND = 100;
+
 export const MoleculesConfig = z
   .object({
     pool: z
@@ -69,7 +72,20 @@ export const MoleculesConfig = z
       .max(2 ** 30)
       .default(0),
   })
-  .strict();
+  .strict()
+  .superRefine((c, ctx) => {
+    // Each oracle job of a round is a fan-out item: their number is bounded, so that a round's
+    // records and history stay bounded whatever the sizes.
+    const measured = Math.max(c.sampleSize, 2 * c.batchSize);
+    const jobs = Math.ceil(measured / c.oracle.chunkSize);
+    if (jobs > MAX_ORACLE_JOBS_PER_ROUND) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['oracle', 'chunkSize'],
+        message: `makes ${jobs} oracle jobs for a round of ${measured} molecules, over ${MAX_ORACLE_JOBS_PER_ROUND}: use a chunkSize of at least ${Math.ceil(measured / MAX_ORACLE_JOBS_PER_ROUND)}`,
+      });
+    }
+  });
 export type MoleculesConfig = z.infer<typeof MoleculesConfig>;
 
 /**

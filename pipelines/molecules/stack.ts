@@ -137,9 +137,10 @@ export class MolecularDiscoveryStack extends PipelineStack {
       itemsPath: '$.proposal.chunks',
       iterator: (s) =>
         step(s, 'measure', {
-          // A chunk's result.json grows with the chunk (up to 500 molecules): it stays in S3.
-          run: runJob(oracleJob, steps, { result: 'uri' }),
-          inputs: { 'molecules.$': '$.item.molecules', 'xtb.$': '$.item.xtb', 'parallel.$': '$.item.parallel' },
+          // A chunk's spec and its result.json grow with the chunk (up to 500 molecules): both stay
+          // in S3; propose staged the spec, content-addressed.
+          run: runJob(oracleJob, steps, { specKeyPath: '$.item.specKey', result: 'uri' }),
+          inputs: { 'spec.$': '$.item.specKey' },
           resultPath: '$.result',
         }),
       resultPath: '$.steps.oracle',

@@ -19,6 +19,9 @@ export const MANIFEST_PATTERN = `${CHECKPOINTS_PREFIX}*/*/${MANIFEST_NAME}`;
 
 const FILE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
+/** Files in one checkpoint: the manifest travels in the run's state, so its length is bounded. */
+export const MAX_CHECKPOINT_FILES = 64;
+
 /** manifest.json as training jobs write it (snake_case, as the Python side writes it). */
 export const CheckpointManifest = z
   .object({
@@ -32,11 +35,13 @@ export const CheckpointManifest = z
           size: z.int().min(0),
         }),
       )
-      .min(1),
+      .min(1)
+      .max(MAX_CHECKPOINT_FILES),
     base_step: z.int().min(0).optional(),
-    created_at: z.string().optional(),
+    created_at: z.string().max(64).optional(),
   })
-  .loose();
+  // Other keys are dropped: the parsed manifest travels in the run's state, so its size is the schema's.
+  .strip();
 export type CheckpointManifest = z.infer<typeof CheckpointManifest>;
 
 export interface CheckpointLocation {

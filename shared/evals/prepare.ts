@@ -71,6 +71,9 @@ async function checkManifestFiles(bucket: string, prefix: string, manifest: Chec
   }
 }
 
+/** The most benchmarks one run evaluates (config.benchmarks takes at most as many). */
+export const MAX_SUITE_BENCHMARKS = 64;
+
 /** Step 1: the checkpoint (checked), the suite, the guard settings and the run's artifact names. */
 export async function prepareEvaluation(where: Pick<RegistryLocation, 'table'>, request: PrepareRequest) {
   const source = manifestSource(request);
@@ -80,6 +83,10 @@ export async function prepareEvaluation(where: Pick<RegistryLocation, 'table'>, 
   await checkManifestFiles(bucket, key.slice(0, -'manifest.json'.length), manifest);
   const suite = selectSuite(await listBenchmarks(where), request.benchmarks ?? undefined);
   if (suite.length === 0) throw new ConfigError('benchmarks', [], 'no benchmark is registered: add one with `frontier benchmarks add`');
+  // Each benchmark is a fan-out item carried in the state: a run evaluates a bounded suite.
+  if (suite.length > MAX_SUITE_BENCHMARKS) {
+    throw new ConfigError('benchmarks', suite.length, `registered benchmarks: over ${MAX_SUITE_BENCHMARKS} in one run; choose some with config.benchmarks`);
+  }
   const stored = await getGuardSettings(where);
   const guard = {
     target: request.guard.target ?? stored?.target ?? null,

@@ -183,13 +183,16 @@ export async function proposeStep(ctx: OracleContext, campaignUri: string, optio
   }
   const written = await writeCampaign(ctx.bucket, ctx.pipeline, campaign);
   const measure = toMeasure(campaign);
+  // Each oracle job's spec (its molecules, up to 500 SMILES) goes to S3, content-addressed: the
+  // state holds one key per job.
   const chunks = [];
   for (let i = 0; i < measure.length; i += opts.chunkSize) {
-    chunks.push({
+    const spec = {
       molecules: measure.slice(i, i + opts.chunkSize).map((m) => ({ id: String(m.index), smiles: m.smiles })),
       xtb: opts.xtb,
       parallel: opts.parallel,
-    });
+    };
+    chunks.push({ specKey: (await writeContentAddressed(ctx.bucket, `data/${ctx.pipeline}/oracle-specs/`, spec)).Key });
   }
   const counts = armCounts(measure);
   let itemsUri: string | null = null;
