@@ -43,7 +43,7 @@ export class ProbeStack extends PipelineStack {
     const { steps, cache } = this;
     this.bounds
       .chars('$.item', 24, "one of the config's items, an integer from -1000 to 1000")
-      .chars('$.steps.square[?(@.ok == true)].value.square', 1600, 'the squares of at most 200 items (config.items), each at most 1,000,000')
+      .chars('$.squares.values', 1600, 'the squares of at most 200 items (config.items), each at most 1,000,000')
       .chars('$.steps.sum.files', 2000, 'the sum job lists its one output file, a short name and a URI under runs/probe/')
       .chars('$.steps.sum.metrics', 1000, "the sum job's figures: the total and the item count");
     const { bucket } = props.resources;
@@ -116,7 +116,7 @@ export class ProbeStack extends PipelineStack {
     });
     const sum = step(this, 'sum', {
       run: runJob(sumJob, steps, { timeoutPath: '$.config.jobTimeoutSeconds' }),
-      inputs: { 'values.$': '$.steps.square[?(@.ok == true)].value.square', 'fault.$': '$.config.jobFault' },
+      inputs: { 'values.$': '$.squares.values', 'fault.$': '$.config.jobFault' },
       resultPath: '$.steps.sum',
       cache,
     });
@@ -147,7 +147,19 @@ export class ProbeStack extends PipelineStack {
       .when(sfn.Condition.booleanEquals('$.config.distributed', true), recheck.next(sum))
       .otherwise(sum);
     sum.next(needsApproval);
-    const main = prepare.next(square).next(distributed);
+    // A JSONPath filter that matches nothing is an error: when every item failed, the sum is of no value.
+    const anySquare = new sfn.Pass(this, 'Any square?', {
+      parameters: { 'value.$': 'States.ArrayContains($.steps.square[*].ok, true)' },
+      resultPath: '$.squares',
+    });
+    const squares = new sfn.Choice(this, 'Squares')
+      .when(
+        sfn.Condition.booleanEquals('$.squares.value', true),
+        new sfn.Pass(this, 'Squares found', { parameters: { 'values.$': '$.steps.square[?(@.ok == true)].value.square' }, resultPath: '$.squares' }),
+      )
+      .otherwise(new sfn.Pass(this, 'No square', { result: sfn.Result.fromObject({ values: [] }), resultPath: '$.squares' }))
+      .afterwards();
+    const main = prepare.next(square).next(anySquare).next(squares).next(distributed);
     const start = new sfn.Choice(this, 'Started by upload?').when(sfn.Condition.isPresent('$.trigger'), defaults.next(main)).otherwise(main);
 
     this.finish(start, { timeout: Duration.hours(2) });

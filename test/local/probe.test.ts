@@ -107,6 +107,25 @@ describe('probe pipeline on the embedded runtime', () => {
     assert.equal(record.error, 'FanOutFailed');
   });
 
+  it('at the schema limits, every item failing: the run completes, records each failure, and its state stays bounded', async () => {
+    // 200 items (the most), each failing in the fan-out and in the Distributed Map, and the longest
+    // label at its worst escaping.
+    const items = Array.from({ length: 200 }, (_, i) => -1 - i);
+    const record = await run({ items, maxFailures: 200, distributed: true, maxFailurePercent: 100, label: '\u0001"\\'.repeat(67).slice(0, 200) });
+    assert.equal(record.status, 'SUCCEEDED', record.cause);
+    const output = record.output as { total: number; square: unknown[] };
+    assert.equal(output.total, 0);
+    const outcomes = await readOutcomes(output.square, 'square');
+    assert.equal(outcomes.length, 200);
+    outcomes.forEach((o, i) => {
+      assert.ok(!o.ok);
+      assert.match(o.cause, new RegExp(`item ${-1 - i} is negative`));
+    });
+    const { largestState } = record.stats;
+    console.log(`probe at its limits: largest state ${largestState.bytes} bytes (${largestState.name})`);
+    assert.ok(largestState.bytes < 128 * 1024, `${largestState.name}: ${largestState.bytes} bytes`);
+  });
+
   it('within the tolerance, the failed item is recorded with its error and the run goes on', async () => {
     const record = await run({ items: [2, -3, 4], maxFailures: 1 });
     assert.equal(record.status, 'SUCCEEDED', record.cause);
