@@ -48,15 +48,19 @@ describe('reward search at the schema limits, every candidate failing', { skip }
     trainTimeoutSeconds: 60,
   };
 
-  before(async () => {
-    rt = await startTestRuntime({ pipelines: [pipelineNamed(REWARDS_PIPELINE)] });
-    const ctx = { bucket: rt.resources.buckets[0]!, pipeline: REWARDS_PIPELINE };
-    const rewardFiles = await Promise.all(
-      sources.map(async (s, i) => ({ name: `${'c'.repeat(37)}-${String(i).padStart(2, '0')}`, sha256: await writeRewardSource(ctx, s) })),
-    );
-    const config = RewardsConfig.parse({ ...settings, rewardFiles });
-    record = await rt.startExecution(REWARDS_PIPELINE, { config }).done;
-  });
+  before(
+    async () => {
+      rt = await startTestRuntime({ pipelines: [pipelineNamed(REWARDS_PIPELINE)] });
+      const ctx = { bucket: rt.resources.buckets[0]!, pipeline: REWARDS_PIPELINE };
+      const rewardFiles = await Promise.all(
+        sources.map(async (s, i) => ({ name: `${'c'.repeat(37)}-${String(i).padStart(2, '0')}`, sha256: await writeRewardSource(ctx, s) })),
+      );
+      const config = RewardsConfig.parse({ ...settings, rewardFiles });
+      record = await rt.startExecution(REWARDS_PIPELINE, { config }).done;
+      // 163 sandboxed jobs: about 7 minutes on 2 cores, longer beside other tests.
+    },
+    { timeout: 25 * 60_000 },
+  );
   after(() => stopTestRuntime(rt));
 
   it('completes, records every failed seed with its reason, and publishes; the state stays small', async () => {
