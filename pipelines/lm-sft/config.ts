@@ -11,6 +11,9 @@ const phase = z.object({
   lr: z.number().gt(0).max(1),
 });
 
+/** Checkpoints one run writes: each is listed in the job's result and starts an evaluation run. */
+export const MAX_CHECKPOINTS = 64;
+
 export const LmSftConfig = z
   .object({
     /** The training run: checkpoints go under checkpoints/<run>/. */
@@ -43,7 +46,18 @@ export const LmSftConfig = z
       .strict(),
     finetune: phase.extend({ checkpoint_every: z.int().min(1), replay_fraction: z.number().min(0).max(0.9).default(0) }).strict(),
   })
-  .strict();
+  .strict()
+  .superRefine((c, ctx) => {
+    // Every checkpoint is listed in the job's result (read into the state) and starts an evaluation.
+    const checkpoints = 1 + Math.ceil(c.finetune.steps / c.finetune.checkpoint_every);
+    if (checkpoints > MAX_CHECKPOINTS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['finetune', 'checkpoint_every'],
+        message: `makes ${checkpoints} checkpoints (the base, then every checkpoint_every fine-tune steps and the last), over ${MAX_CHECKPOINTS}: use at least ${Math.ceil(c.finetune.steps / (MAX_CHECKPOINTS - 1))}`,
+      });
+    }
+  });
 export type LmSftConfig = z.infer<typeof LmSftConfig>;
 
 /**

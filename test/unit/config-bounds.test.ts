@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { z } from 'zod';
 import { PIPELINES } from '#infra/registry.ts';
 import { ConfigError } from '#shared/errors.ts';
-import { maxJsonChars } from '#shared/schema.ts';
+import { maxJsonChars, parseOrThrow } from '#shared/schema.ts';
 
 /** The most a config may take of a state: a tenth of Step Functions' 256 KiB. */
 const MAX_CONFIG_JSON_CHARS = 24 * 1024;
@@ -26,7 +26,8 @@ describe('config bounds', () => {
       // Its sizes are valid configs, and within the bound.
       for (const size of [entry.smoke, entry.full, ...Object.values(entry.sizes ?? {})].filter((s) => s !== undefined)) {
         const parsed = entry.config.safeParse(size);
-        if (parsed.success) assert.ok(JSON.stringify(parsed.data).length <= bound);
+        assert.ok(parsed.success, `${entry.name}: ${JSON.stringify(size)}`);
+        assert.ok(JSON.stringify(parsed.data).length <= bound);
       }
     });
   }
@@ -59,6 +60,24 @@ describe('config bounds', () => {
     };
     const bound = maxJsonChars(schema);
     assert.equal(JSON.stringify(schema.parse(worst)).length, bound);
+  });
+
+  it('refuses configs whose item counts pass their bounds, naming the field and what fits', () => {
+    const molecules = PIPELINES.find((p) => p.name === 'molecules')!;
+    // 10,000 molecules in chunks of 25: 400 oracle jobs in round 0.
+    assert.throws(
+      () => parseOrThrow(molecules.config, { sampleSize: 10_000, oracle: { chunkSize: 25 } }, 'config'),
+      (e: unknown) =>
+        e instanceof ConfigError && e.field === 'config.oracle.chunkSize' && /400 oracle jobs.*over 100: use a chunkSize of at least 100/.test(e.message),
+    );
+    parseOrThrow(molecules.config, { sampleSize: 10_000, oracle: { chunkSize: 100 } }, 'config');
+    const lm = PIPELINES.find((p) => p.name === 'lm-sft')!;
+    const phase = { steps: 1000, batch_size: 8, lr: 0.001 };
+    assert.throws(
+      () => parseOrThrow(lm.config, { run: 'r', base: phase, finetune: { ...phase, checkpoint_every: 10 } }, 'config'),
+      (e: unknown) => e instanceof ConfigError && e.field === 'config.finetune.checkpoint_every' && /101 checkpoints.*over 64: use at least 16/.test(e.message),
+    );
+    parseOrThrow(lm.config, { run: 'r', base: phase, finetune: { ...phase, checkpoint_every: 16 } }, 'config');
   });
 
   it('refuses a schema whose JSON has no bound, naming the field', () => {
