@@ -48,6 +48,14 @@ export const LmSftConfig = z
   })
   .strict()
   .superRefine((c, ctx) => {
+    const { n_embd: embd, n_head: heads } = c.model;
+    if (embd !== undefined && heads !== undefined && embd % heads !== 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['model', 'n_embd'],
+        message: `must be a multiple of n_head (${heads}): each head takes n_embd / n_head dimensions`,
+      });
+    }
     // Every checkpoint is listed in the job's result (read into the state) and starts an evaluation.
     const checkpoints = 1 + Math.ceil(c.finetune.steps / c.finetune.checkpoint_every);
     if (checkpoints > MAX_CHECKPOINTS) {

@@ -327,7 +327,10 @@ export function runJob(
       const start = sfn.Chain.start(prepare).next(locate);
       const written = (buildSpec ? start.next(buildSpec) : start).next(writeSpec);
       (presign ? written.next(presign) : written).next(submit).next(sizeResult);
-      return sfn.Chain.custom(prepare, [delivered], delivered);
+      // The job's scratch (its paths, and the result read) is cleared once the result is delivered.
+      const done = new sfn.Pass(construct, stateName(stepId, 'Job done'), { result: sfn.Result.fromObject({}), resultPath: `${SCRATCH}.job` });
+      delivered.next(done);
+      return sfn.Chain.custom(prepare, [done], done);
     },
   };
 }
@@ -451,14 +454,13 @@ function cachedChain(scope: Construct, stepId: string, props: StepProps, inputs:
   const restore = new sfn.Pass(scope, stateName(stepId, 'Restore'), { inputPath: `${s}.hit.value`, resultPath: props.resultPath });
 
   const body = props.run.build(scope, stepId, `${s}.in`, `${s}.out`);
-  const defaults = new sfn.Pass(scope, stateName(stepId, 'Output defaults'), {
-    result: sfn.Result.fromObject({ s3Outputs: [] }),
-    resultPath: `${s}.defaults`,
+  // The outputs the result lists (none when it lists none), without copying the result itself:
+  // a job's result may be tens of KiB, and every copy counts against the state's 256 KiB.
+  const listed = new sfn.Pass(scope, stateName(stepId, 'Output list'), {
+    parameters: { 'value.$': `${s}.out.s3Outputs` },
+    resultPath: `${s}.outputs`,
   });
-  const merged = new sfn.Pass(scope, stateName(stepId, 'Output list'), {
-    parameters: { 'value.$': `States.JsonMerge(${s}.defaults, ${s}.out, false)` },
-    resultPath: `${s}.merged`,
-  });
+  const unlisted = new sfn.Pass(scope, stateName(stepId, 'No outputs'), { result: sfn.Result.fromObject({ value: [] }), resultPath: `${s}.outputs` });
   const store = new tasks.CallAwsService(scope, stateName(stepId, 'Cache store'), {
     service: 'dynamodb',
     action: 'putItem',
@@ -471,7 +473,7 @@ function cachedChain(scope: Construct, stepId: string, props: StepProps, inputs:
         codeVersion: { S: version },
         inputs: { S: sfn.JsonPath.jsonToString(sfn.JsonPath.objectAt(`${s}.in`)) },
         output: { S: sfn.JsonPath.jsonToString(sfn.JsonPath.objectAt(`${s}.out`)) },
-        s3Outputs: { S: sfn.JsonPath.jsonToString(sfn.JsonPath.objectAt(`${s}.merged.value.s3Outputs`)) },
+        s3Outputs: { S: sfn.JsonPath.jsonToString(sfn.JsonPath.objectAt(`${s}.outputs.value`)) },
         executionId: { S: sfn.JsonPath.stringAt('$$.Execution.Id') },
         createdAt: { S: sfn.JsonPath.stringAt('$$.Execution.StartTime') },
       },
@@ -482,7 +484,11 @@ function cachedChain(scope: Construct, stepId: string, props: StepProps, inputs:
   retryServiceErrors(store, SERVICE_ERRORS);
   const deliver = new sfn.Pass(scope, stateName(stepId, 'Deliver'), { inputPath: `${s}.out`, resultPath: props.resultPath });
 
-  const miss = sfn.Chain.start(body).next(defaults).next(merged).next(store).next(deliver).next(tidy);
+  const outputs = new sfn.Choice(scope, stateName(stepId, 'Outputs listed?'))
+    .when(sfn.Condition.isPresent(`${s}.out.s3Outputs`), listed)
+    .otherwise(unlisted)
+    .afterwards();
+  const miss = sfn.Chain.start(body).next(outputs).next(store).next(deliver).next(tidy);
   // A cached output whose S3 objects were deleted is a miss: recompute rather than hand back dangling URIs.
   checkOutputs.addCatch(miss, { errors: ['States.ALL'], resultPath: `${s}.miss` });
   const choice = new sfn.Choice(scope, stateName(stepId, 'Cached?'))
