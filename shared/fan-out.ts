@@ -6,6 +6,7 @@
  * fan-out's results turn the records back into outcomes, `{ok: true, value}` and
  * `{ok: false, error, cause, item?}`, with the cause cut to MAX_CAUSE_CHARS.
  */
+import pMap from 'p-map';
 import { z } from 'zod';
 import { readObjectBytes } from './clients/aws.ts';
 import { parseJsonBytes } from './documents.ts';
@@ -39,11 +40,5 @@ export async function readOutcome(raw: unknown, field: string): Promise<FanOutOu
 /** Every record's outcome, in order; errors name `${field}.<index>`. */
 export async function readOutcomes(records: unknown, field = 'results'): Promise<FanOutOutcome[]> {
   const list = parseOrThrow(z.array(z.unknown()), records, field);
-  const out: FanOutOutcome[] = new Array(list.length);
-  let next = 0;
-  const worker = async () => {
-    for (let i = next++; i < list.length; i = next++) out[i] = await readOutcome(list[i], `${field}.${i}`);
-  };
-  await Promise.all(Array.from({ length: Math.min(READ_CONCURRENCY, list.length) }, worker));
-  return out;
+  return pMap(list, (record, i) => readOutcome(record, `${field}.${i}`), { concurrency: READ_CONCURRENCY });
 }

@@ -109,7 +109,18 @@ function nodeChars(node: JsonSchemaNode, path: string): number {
  * object to be strict; anything unbounded throws, naming where.
  */
 export function maxJsonChars(schema: z.ZodType): number {
-  return nodeChars(toJSONSchema(schema, { io: 'output', unrepresentable: 'any' }) as JsonSchemaNode, 'config');
+  return nodeChars(jsonSchemaOf(schema), 'config');
+}
+
+/** Each schema converted once: the synth-time checks ask for many fields of the same config. */
+const converted = new WeakMap<z.ZodType, JsonSchemaNode>();
+function jsonSchemaOf(schema: z.ZodType): JsonSchemaNode {
+  let node = converted.get(schema);
+  if (!node) {
+    node = toJSONSchema(schema, { io: 'output', unrepresentable: 'any' }) as JsonSchemaNode;
+    converted.set(schema, node);
+  }
+  return node;
 }
 
 /** The bound of the value at `path` (property names) under the schema's output, or undefined if the path is not a field of it. */
@@ -124,5 +135,5 @@ export function maxJsonCharsAt(schema: z.ZodType, path: readonly string[]): numb
     const child = node.properties?.[rest[0]!];
     return child ? at(child, rest.slice(1), `${where}.${rest[0]}`) : undefined;
   };
-  return at(toJSONSchema(schema, { io: 'output', unrepresentable: 'any' }) as JsonSchemaNode, path, 'config');
+  return at(jsonSchemaOf(schema), path, 'config');
 }

@@ -4,6 +4,7 @@
  * Each handler parses its event with the step's request schema (its root names the step in
  * errors) and the loop's config with LoopConfig (root `config`), then calls the step.
  */
+import pMap from 'p-map';
 import { z } from 'zod';
 import { ConfigError } from '../errors.ts';
 import { parseOrThrow } from '../schema.ts';
@@ -34,6 +35,8 @@ export interface StoreContext {
   readonly pipeline: string;
 }
 
+const TrainSettings = z.object({ total_steps: z.int(), num_envs: z.int(), evaluation_episodes: z.int() });
+
 export const LoopConfig = z
   .object({
     generations: z.int(),
@@ -45,7 +48,7 @@ export const LoopConfig = z
     finalTrainSeeds: z.array(z.int()).min(1),
     finalSeeds: z.array(z.int()),
     episodesPerSeed: z.int(),
-    train: z.object({ total_steps: z.int(), num_envs: z.int(), evaluation_episodes: z.int() }),
+    train: TrainSettings,
     trainTimeoutSeconds: z.int().default(MAX_TRAIN_TIMEOUT_SECONDS),
   })
   .loose();
@@ -106,7 +109,7 @@ const ProposalDoc = z
         seed: z.int(),
         gradeSeeds: z.array(z.int()),
         episodesPerSeed: z.int(),
-        train: z.object({ total_steps: z.int(), num_envs: z.int(), evaluation_episodes: z.int() }),
+        train: TrainSettings,
         timeoutSeconds: z.int(),
       }),
     ),
@@ -127,11 +130,14 @@ type ProposalDoc = z.infer<typeof ProposalDoc>;
  */
 async function stageProposal(ctx: StoreContext, doc: Omit<ProposalDoc, 'items'> & { items: readonly TrainItem[] }) {
   const parsed = parseOrThrow(ProposalDoc, doc, 'proposal');
-  const specs = await Promise.all(
-    parsed.items.map(async (item) => {
+  // Up to 160 specs a generation: written 16 at a time.
+  const specs = await pMap(
+    parsed.items,
+    async (item) => {
       const spec = { reward_source: parsed.candidates[item.candidate]!.source, seed: item.seed, ...item.train };
       return (await writeContentAddressed(ctx.bucket, `data/${ctx.pipeline}/train-specs/`, spec)).Key;
-    }),
+    },
+    { concurrency: 16 },
   );
   const written = await writeContentAddressed(ctx.bucket, `data/${ctx.pipeline}/proposals/`, parsed);
   const first = parsed.items[0];
