@@ -10,7 +10,8 @@
 4. Evaluate greedily against the tactical and random bots, split by seat.
 5. Upload snapshot.onnx (the logits head, for the match and arena Lambdas), snapshot.pt (the
    weights, architecture and Adam state, for the next generation's trainer) and curves.json;
-   return the small result the state machine reads (result.json, under 32 KiB).
+   return the small result the state machine reads (result.json: URIs and summary figures, its
+   size independent of the iterations; the curves stay in curves.json).
 
 Started by the SelfPlayLeague state machine's train step through jobio's contract.
 """
@@ -135,14 +136,11 @@ def main(spec: dict, ctx: JobContext) -> dict:
     return {
         "snapshotOnnx": written["snapshot.onnx"]["uri"],
         "stateDict": written["snapshot.pt"]["uri"],
-        "curves": {
-            "groups": result.group_names,
-            "iteration": result.curves["iteration"],
-            "scoreByGroup": result.curves["score_by_group"],
-            "policyLoss": result.curves["policy_loss"],
-            "valueLoss": result.curves["value_loss"],
-            "entropy": result.curves["entropy"],
-        },
+        # The per-iteration curves grow with the iterations (up to 10,000): they stay in S3, and
+        # the league's plan step reads them from curves.json.
+        "curvesUri": written["curves.json"]["uri"],
+        "groups": result.group_names,
+        "iterations": len(result.curves["iteration"]),
         "evaluation": evaluation,
         "envStepsPerSecond": round(result.env_steps_per_second, 1),
         "seconds": round(time.perf_counter() - started, 2),

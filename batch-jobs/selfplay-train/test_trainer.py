@@ -277,9 +277,15 @@ class MainTest(unittest.TestCase):
         for out in result["s3Outputs"]:
             self.assertIn((out["Bucket"], out["Key"]), self.s3.objects)
         self.assertIn(("league", "runs/gen-3/checkpoint.pt"), self.s3.objects)
-        self.assertEqual(result["curves"]["groups"], ["gen-1", "random", "tactical"])
-        self.assertEqual(result["curves"]["iteration"], [1, 2, 3])
-        self.assertEqual([len(s) for s in result["curves"]["scoreByGroup"]], [3, 3, 3])
+        self.assertEqual(result["groups"], ["gen-1", "random", "tactical"])
+        self.assertEqual(result["iterations"], 3)
+        # The curves are in curves.json, not in the result: its size does not grow with the iterations.
+        self.assertEqual(result["curvesUri"], "s3://league/runs/gen-3/curves.json")
+        self.assertNotIn("curves", result)
+        curves = json.loads(self.s3.objects[("league", "runs/gen-3/curves.json")])
+        self.assertEqual(curves["groups"], ["gen-1", "random", "tactical"])
+        self.assertEqual(curves["iteration"], [1, 2, 3])
+        self.assertEqual([len(s) for s in curves["score_by_group"]], [3, 3, 3])
         for bot in ("vsTactical", "vsRandom"):
             ev = result["evaluation"][bot]
             self.assertEqual(ev["games"], 40)
@@ -297,16 +303,18 @@ class MainTest(unittest.TestCase):
             snapshot = load_checkpoint(tmp.name)
         self.assertEqual(snapshot.net.config, SMALL)  # the architecture came from gen-2's file
         self.assertIsNotNone(snapshot.optimizer_state)  # for the next generation to continue
-        curves = json.loads(self.s3.objects[("league", "runs/gen-3/curves.json")])
-        self.assertEqual(curves["score_by_group"], result["curves"]["scoreByGroup"])
 
     def test_a_retry_resumes_from_the_checkpoint_in_its_output(self):
         first = self.run_job()
-        # The retry finds the final checkpoint: nothing left to train, same snapshot.
+        # The retry finds the final checkpoint: nothing left to train, same snapshot and curves.
         snapshot = self.s3.objects[("league", "runs/gen-3/snapshot.pt")]
+        curves = json.loads(self.s3.objects[("league", "runs/gen-3/curves.json")])
         retry = self.run_job()
         self.assertEqual(retry["resumedFromIteration"], 3)
-        self.assertEqual(retry["curves"], first["curves"])
+        self.assertEqual(retry["curvesUri"], first["curvesUri"])
+        again = json.loads(self.s3.objects[("league", "runs/gen-3/curves.json")])
+        for key in ("groups", "iteration", "score_by_group", "policy_loss", "value_loss"):
+            self.assertEqual(again[key], curves[key], key)
         with tempfile.TemporaryDirectory() as tmp:
             a, b = os.path.join(tmp, "a.pt"), os.path.join(tmp, "b.pt")
             for path, data in ((a, snapshot), (b, self.s3.objects[("league", "runs/gen-3/snapshot.pt")])):

@@ -96,8 +96,20 @@ export const DEFAULT_SUBSTITUENTS: readonly Fragment[] = [
  */
 export const DEFAULT_MAX_HEAVY_ATOMS = 20;
 
+/**
+ * Longest SMILES a pool file may hold. 100 heavy atoms (the config's most) written with every
+ * atom bracketed, isotopes, charges and stereo stay far under it; a longer line is not a molecule
+ * the oracle can measure, and RDKit's error log for it can outgrow the largest string Node has.
+ */
+export const MAX_POOL_SMILES_CHARS = 2000;
+/** Longest id after a pool file's SMILES (it goes into the campaign and the report's tables). */
+export const MAX_POOL_ID_CHARS = 256;
+/** How much of a skipped line an example keeps. */
+const EXAMPLE_INPUT_CHARS = 200;
+
 /** Why a candidate or a pool-file line was left out. Each is counted once, under the first check it fails. */
 export type SkipReason =
+  | 'too_long' // a pool-file line whose SMILES or id is over MAX_POOL_SMILES_CHARS or MAX_POOL_ID_CHARS
   | 'malformed' // RDKit could not parse it (bad syntax, unclosed ring, impossible valence, cannot kekulize)
   | 'unsupported_atom' // a dummy atom (*): not a real molecule
   | 'multiple_fragments' // a '.' after canonicalisation: a salt or mixture, not one molecule
@@ -168,7 +180,10 @@ class SkipTally {
   add(example: SkipExample): void {
     const seen = this.counts[example.reason] ?? 0;
     this.counts[example.reason] = seen + 1;
-    if (seen < EXAMPLES_PER_REASON) this.examples.push(example);
+    if (seen >= EXAMPLES_PER_REASON) return;
+    const input =
+      example.input.length > EXAMPLE_INPUT_CHARS ? `${example.input.slice(0, EXAMPLE_INPUT_CHARS)}... (${example.input.length} characters)` : example.input;
+    this.examples.push({ ...example, input });
   }
 }
 
@@ -518,6 +533,12 @@ export async function parsePoolFile(text: string, options: PoolFileOptions = {})
     const line = index + 1;
     const [smiles = '', ...rest] = trimmed.split(/\s+/);
     const id = rest.join(' ');
+    if (smiles.length > MAX_POOL_SMILES_CHARS || id.length > MAX_POOL_ID_CHARS) {
+      const [what, length, most] =
+        smiles.length > MAX_POOL_SMILES_CHARS ? ['SMILES', smiles.length, MAX_POOL_SMILES_CHARS] : ['id', id.length, MAX_POOL_ID_CHARS];
+      tally.add({ reason: 'too_long', input: smiles, line, detail: `${what} of ${length} characters, at most ${most}` });
+      continue;
+    }
     const verdict = assessSmiles(smiles, maxHeavyAtoms);
     if (verdict.reason) {
       tally.add({ reason: verdict.reason, input: smiles, line, detail: verdict.detail });

@@ -38,5 +38,12 @@ export class ArenaMoveError extends ConfigError {}
 /** A move after the game ended, or a finished game sent again. HTTP 409: start a new game. */
 export class ArenaGameOverError extends ConfigError {}
 
+/**
+ * A league with no rated snapshot to publish: every match of every generation failed (tolerated
+ * by maxFailedMatchPercent). Names how many failed, the first one's reason and the league
+ * document that records them all.
+ */
+export class NoRatedSnapshot extends PipelineError {}
+
 /** No champion to play: none published yet, or the latest cannot be loaded. HTTP 503. */
 export class ChampionUnavailable extends PipelineError {}

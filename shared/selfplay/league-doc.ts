@@ -33,20 +33,38 @@ export const SeatScore = z.object({
 });
 export type SeatScore = z.infer<typeof SeatScore>;
 
-/** What the league reads of the training job's result.json (other fields are ignored). */
-export const TrainOutput = z.object({
+/**
+ * What the league reads of the training job's result.json (other fields are ignored): URIs and
+ * summary figures, whatever the iterations. The per-iteration curves are in curves.json.
+ */
+export const TrainResult = z.object({
   snapshotOnnx: s3UriString,
   stateDict: s3UriString,
+  curvesUri: s3UriString,
+  evaluation: z.object({ vsTactical: SeatScore, vsRandom: SeatScore }),
+  envStepsPerSecond: z.number().min(0),
+  seconds: z.number().min(0),
+  resumedFromIteration: z.int().min(0).default(0),
+});
+export type TrainResult = z.infer<typeof TrainResult>;
+
+/** What the league reads of the training job's curves.json (snake_case, as the trainer writes it). */
+export const TrainCurves = z.object({
+  groups: z.array(z.string()).min(1),
+  iteration: z.array(z.int()),
+  score_by_group: z.array(z.array(z.number())),
+  score_by_opponent: z.record(z.string(), z.array(z.number())).optional(),
+});
+export type TrainCurves = z.infer<typeof TrainCurves>;
+
+/** A generation's training as the league records it: the job's result with its curves read in. */
+export const TrainOutput = TrainResult.omit({ curvesUri: true }).extend({
   curves: z.object({
     groups: z.array(z.string()).min(1),
     iteration: z.array(z.int()),
     scoreByGroup: z.array(z.array(z.number())),
     scoreByOpponent: z.record(z.string(), z.array(z.number())).optional(),
   }),
-  evaluation: z.object({ vsTactical: SeatScore, vsRandom: SeatScore }),
-  envStepsPerSecond: z.number().min(0),
-  seconds: z.number().min(0),
-  resumedFromIteration: z.int().min(0).default(0),
 });
 export type TrainOutput = z.infer<typeof TrainOutput>;
 

@@ -11,6 +11,7 @@ import { ConfigError } from '../errors.ts';
 import { canonicalJson, sha256Hex } from '../json.ts';
 import { parseS3Uri } from '../s3uri.ts';
 import { CHAMPION_FILE } from './arena.ts';
+import { NoRatedSnapshot } from './errors.ts';
 import { readLeague } from './league-store.ts';
 import { compareLeaguePlayers, headToHead, type HeadToHead, type LeaguePlayer } from './league.ts';
 import type { CompactRating, LeagueDoc } from './league-doc.ts';
@@ -254,6 +255,13 @@ export async function writeLeagueReport(
 ) {
   const { leagueUri, config } = input;
   const doc = await readLeague(leagueUri);
+  if (doc.champion === null) {
+    const first = doc.failures[0];
+    const reason = first ? ` (the first, ${first.pairId}: ${first.error})` : '';
+    throw new NoRatedSnapshot(
+      `nothing to publish: no snapshot of the league is rated, all ${doc.failures.length} matches failed${reason}; the league document records every failure: ${leagueUri}`,
+    );
+  }
   const summary = championSummary(doc);
   const prefix = `data/${store.pipeline}/report/${sha256Hex(canonicalJson({ leagueUri, config })).slice(0, 32)}/`;
   const put = async (name: string, body: string, contentType: string) => ({ name, ...(await writeFile(store.bucket, `${prefix}${name}`, body, contentType)) });

@@ -13,9 +13,11 @@
  * Both elo steps hand on the next generation's PPO settings, its learning rate scheduled.
  */
 import { z } from 'zod';
-import { addSnapshot, LEARNING_RATE_SCHEDULES, leagueSummary, newLeague, recordMatches } from './league-doc.ts';
+import { addSnapshot, LEARNING_RATE_SCHEDULES, leagueSummary, newLeague, recordMatches, TrainCurves, TrainResult } from './league-doc.ts';
 import { readLeague, writeLeague } from './league-store.ts';
 import { readOutcomes } from '../fan-out.ts';
+import { readContentAddressed } from '../documents.ts';
+import { parseOrThrow } from '../schema.ts';
 
 /** Where the league documents go: `data/<pipeline>/league/` in the bucket. */
 export interface LeagueStore {
@@ -39,7 +41,16 @@ export type PlanRequest = z.infer<typeof PlanRequest>;
 export async function planMatches(store: LeagueStore, request: PlanRequest) {
   const { leagueUri, generation, train, games, seed, mode, maxFailedPercent } = request;
   const league = await readLeague(leagueUri);
-  const added = addSnapshot(league, generation, train, { games, seed, mode, maxFailedPercent });
+  // The job's result names its curves.json (their size grows with the iterations, so they never
+  // travel through the state).
+  const result = parseOrThrow(TrainResult, train, 'train');
+  const curves = parseOrThrow(TrainCurves, await readContentAddressed(result.curvesUri, 'train.curvesUri', 'training curves'), 'train.curves');
+  const { curvesUri: _, ...rest } = result;
+  const output = {
+    ...rest,
+    curves: { groups: curves.groups, iteration: curves.iteration, scoreByGroup: curves.score_by_group, scoreByOpponent: curves.score_by_opponent },
+  };
+  const added = addSnapshot(league, generation, output, { games, seed, mode, maxFailedPercent });
   const written = await writeLeague(store.bucket, store.pipeline, added.doc);
   return { leagueUri: written.uri, player: added.player.id, requests: added.requests, maxFailures: added.maxFailures };
 }

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
-import type { Execution, ExecutionRecord, LocalRuntime } from '#infra/local/runtime.ts';
+import type { ExecutionRecord, LocalRuntime } from '#infra/local/runtime.ts';
 import { pipelineNamed } from '#infra/cli/config.ts';
 import { getArtifactVersion } from '#shared/artifacts.ts';
 import { buildDefaultPool } from '#shared/molecules/pool.ts';
@@ -21,7 +21,8 @@ import { dynamoClient, s3Client } from '#shared/clients/aws.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';
 import { MOLECULES_SIZES, MoleculesConfig } from '#pipelines/molecules/config.ts';
 import { DISCOVERY_ARTIFACT, MOLECULES_PIPELINE } from '#pipelines/molecules/stack.ts';
-import { approvalLinkIn, nextEmailOrEnd, readEml, startTestRuntime, stopTestRuntime, waitFor, type ParsedEmail } from '../support/runtime.ts';
+import { startTestRuntime, stopTestRuntime, type ParsedEmail } from '../support/runtime.ts';
+import { decide, runAnswering } from '../support/approvals.ts';
 
 interface RunOutput {
   campaignUri: string;
@@ -33,21 +34,6 @@ interface RunOutput {
 async function readText(uri: string): Promise<string> {
   const out = await s3Client().send(new GetObjectCommand(parseS3Uri(uri)));
   return out.Body!.transformToString();
-}
-
-/** Follows the email's link as the approver would, and posts the decision from the page's form. */
-async function decide(email: ParsedEmail, decision: 'approve' | 'reject'): Promise<string> {
-  const link = approvalLinkIn(email.text);
-  const page = await (await fetch(link)).text();
-  const csrf = /name="csrf" value="([^"]+)"/.exec(page)?.[1];
-  assert.ok(csrf, `the approval page has a form:\n${page.slice(0, 500)}`);
-  const posted = await fetch(link, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ decision, csrf }).toString(),
-  });
-  assert.equal(posted.status, 200, await posted.clone().text());
-  return page;
 }
 
 /**
@@ -62,27 +48,6 @@ function childProcesses(): string[] {
   } catch {
     return []; // ps exits 1 when there are none
   }
-}
-
-/**
- * Runs an execution, answering each approval email with `answer(round email, index)` until it ends.
- * Returns the record and the emails it sent, with what was seen while each gate waited.
- */
-async function runAnswering(
-  rt: LocalRuntime,
-  execution: Execution,
-  answer: (email: ParsedEmail, index: number) => Promise<void>,
-): Promise<{ record: ExecutionRecord; emails: ParsedEmail[] }> {
-  const emails: ParsedEmail[] = [];
-  for (;;) {
-    const next = await nextEmailOrEnd(rt, execution.done);
-    if (next === undefined) break;
-    await waitFor('the run to wait at the gate', () => rt.pendingCallbacks(execution.executionArn) === 1);
-    const email = readEml(next);
-    emails.push(email);
-    await answer(email, emails.length - 1);
-  }
-  return { record: await execution.done, emails };
 }
 
 describe('molecular discovery on the embedded runtime (test size)', () => {

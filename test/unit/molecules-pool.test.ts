@@ -12,6 +12,8 @@ import {
   moleculeSvg,
   morganFingerprint,
   netCharge,
+  MAX_POOL_ID_CHARS,
+  MAX_POOL_SMILES_CHARS,
   parsePoolFile,
   renumberRingClosures,
   tanimoto,
@@ -190,6 +192,23 @@ describe('parsePoolFile', () => {
       result.examples.map((e) => e.line),
       [2, 3, 4],
     );
+  });
+
+  it('skips a line whose SMILES or id is too long, keeping a short example, before RDKit reads it', async () => {
+    const junk = `C${'(C'.repeat(50_000)}`;
+    const text = ['CCO', junk, `CCN ${'i'.repeat(MAX_POOL_ID_CHARS + 1)}`, `CCCl ${'i'.repeat(MAX_POOL_ID_CHARS)}`].join('\n');
+    const result = await parsePoolFile(text);
+    assert.deepEqual(
+      result.molecules.map((m) => m.smiles),
+      ['CCO', 'CCCl'],
+    );
+    assert.equal(result.molecules[1]!.id!.length, MAX_POOL_ID_CHARS);
+    assert.equal(result.skipped.too_long, 2);
+    const [smiles, id] = result.examples;
+    assert.equal(smiles!.line, 2);
+    assert.equal(smiles!.detail, `SMILES of ${junk.length} characters, at most ${MAX_POOL_SMILES_CHARS}`);
+    assert.ok(smiles!.input.length < 300, 'the example keeps the start of the line');
+    assert.equal(id!.detail, `id of ${MAX_POOL_ID_CHARS + 1} characters, at most ${MAX_POOL_ID_CHARS}`);
   });
 
   it('names the file when it is binary', async () => {

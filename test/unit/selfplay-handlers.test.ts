@@ -162,24 +162,37 @@ describe('league handlers: start, plan, elo', () => {
       plan: (await import('#functions/selfplay/plan/handler.ts')).handler,
     };
   };
-  const train = (id: string, file: string) => ({
-    snapshotOnnx: `s3://${BUCKET}/runs/league/exec-1/${id}/${file}`,
-    stateDict: `s3://${BUCKET}/runs/league/exec-1/${id}/snapshot.pt`,
-    curves: {
+  /** A training job's result, its curves.json put where it names them, as the job writes it. */
+  const train = (id: string, file: string) => {
+    const curvesKey = `runs/league/exec-1/${id}/curves.json`;
+    objects.set(
+      curvesKey,
+      Buffer.from(
+        JSON.stringify({
+          groups: ['tactical', 'random', 'self'],
+          iteration: [1, 2],
+          score_by_group: [
+            [0.1, 0.5, 0.5],
+            [0.2, 0.6, 0.5],
+          ],
+          policy_loss: [0.1, 0.05],
+        }),
+      ),
+    );
+    return {
+      snapshotOnnx: `s3://${BUCKET}/runs/league/exec-1/${id}/${file}`,
+      stateDict: `s3://${BUCKET}/runs/league/exec-1/${id}/snapshot.pt`,
+      curvesUri: `s3://${BUCKET}/${curvesKey}`,
       groups: ['tactical', 'random', 'self'],
-      iteration: [1, 2],
-      scoreByGroup: [
-        [0.1, 0.5, 0.5],
-        [0.2, 0.6, 0.5],
-      ],
-    },
-    evaluation: {
-      vsTactical: { first: 0.3, second: 0.1, overall: 0.2, games: 100 },
-      vsRandom: { first: 0.9, second: 0.8, overall: 0.85, games: 100 },
-    },
-    envStepsPerSecond: 1000,
-    seconds: 3,
-  });
+      iterations: 2,
+      evaluation: {
+        vsTactical: { first: 0.3, second: 0.1, overall: 0.2, games: 100 },
+        vsRandom: { first: 0.9, second: 0.8, overall: 0.85, games: 100 },
+      },
+      envStepsPerSecond: 1000,
+      seconds: 3,
+    };
+  };
   const settings = { games: 100, seed: 3, mode: 'sample' as const, maxFailedPercent: 50 };
   const PLAN = { ppo: { learning_rate: 1e-3 }, generations: 3, lrSchedule: 'step' as const };
 
@@ -255,6 +268,20 @@ describe('league handlers: start, plan, elo', () => {
     await assert.rejects(plan({ leagueUri: started.leagueUri, generation: 1, train: broken, ...settings }), (error: unknown) => {
       assert.ok(error instanceof ConfigError, String(error));
       assert.equal(error.field, 'train.snapshotOnnx');
+      return true;
+    });
+    const lost = { ...train('gen-1', 'column_policy.onnx'), curvesUri: `s3://${BUCKET}/runs/league/exec-1/gone/curves.json` };
+    // A lost curves.json is S3's NoSuchKey with the key (the state machine retries and then fails the step).
+    await assert.rejects(plan({ leagueUri: started.leagueUri, generation: 1, train: lost, ...settings }), (error: Error) => {
+      assert.equal(error.name, 'NoSuchKey');
+      assert.match(error.message, /gone\/curves\.json/);
+      return true;
+    });
+    const garbled = train('gen-1', 'column_policy.onnx');
+    objects.set(garbled.curvesUri.slice(`s3://${BUCKET}/`.length), Buffer.from(JSON.stringify({ groups: ['self'], iteration: ['one'] })));
+    await assert.rejects(plan({ leagueUri: started.leagueUri, generation: 1, train: garbled, ...settings }), (error: unknown) => {
+      assert.ok(error instanceof ConfigError, String(error));
+      assert.match(error.field, /^train\.curves\./);
       return true;
     });
     await assert.rejects(
