@@ -261,7 +261,7 @@ export class EvalsStack extends PipelineStack {
         'reportUri.$': '$.steps.leaderboard.reportUri',
       },
     });
-    const main = prepare.next(checkpointFiles).next(publishCheckpoint).next(evaluate).next(leaderboard).next(publishLeaderboard).next(output);
+    const main = this.configCheck().next(prepare).next(checkpointFiles).next(publishCheckpoint).next(evaluate).next(leaderboard).next(publishLeaderboard).next(output);
     const start = new sfn.Choice(this, 'Started by upload?')
       .when(sfn.Condition.isPresent('$.trigger'), fromUpload.next(main))
       .otherwise(noUploadValue.next(main));

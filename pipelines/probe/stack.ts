@@ -159,7 +159,7 @@ export class ProbeStack extends PipelineStack {
       )
       .otherwise(new sfn.Pass(this, 'No square', { result: sfn.Result.fromObject({ values: [] }), resultPath: '$.squares' }))
       .afterwards();
-    const main = prepare.next(square).next(anySquare).next(squares).next(distributed);
+    const main = this.configCheck().next(prepare).next(square).next(anySquare).next(squares).next(distributed);
     const start = new sfn.Choice(this, 'Started by upload?').when(sfn.Condition.isPresent('$.trigger'), defaults.next(main)).otherwise(main);
 
     this.finish(start, { timeout: Duration.hours(2) });

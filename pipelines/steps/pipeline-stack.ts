@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { ConfigError } from '#shared/errors.ts';
 import { ENV } from '#shared/env.ts';
 import { REPO_ROOT } from './code-version.ts';
-import type { PipelineFunction } from './function.ts';
+import { PipelineFunction } from './function.ts';
 import { PipelineStateMachine } from './pipeline.ts';
 import { publishArtifact } from './publish.ts';
 import type { StepResources, StepScope } from './resources.ts';
@@ -58,6 +58,7 @@ export abstract class PipelineStack<R extends StepResources = StepResources> ext
   /** The environment every pipeline function gets: the bucket and the pipeline's name. */
   readonly functionEnv: Readonly<Record<string, string>>;
   private machine?: sfn.StateMachine;
+  private checkStep?: sfn.Chain;
 
   protected constructor(scope: Construct, id: string, pipeline: string, props: PipelineStackProps<R>, config: z.ZodType) {
     super(scope, id, props);
@@ -116,12 +117,34 @@ export abstract class PipelineStack<R extends StepResources = StepResources> ext
     return report.next(publish).next(output);
   }
 
+  /**
+   * The `config` step: the run's config parsed with the pipeline's schema by
+   * functions/<pipeline>/config/handler.ts, defaults filled in, written back to `$.config`. A run
+   * started by StartExecution with a config the CLI would refuse (or one far over the schema's
+   * sizes, which the cache keys rely on) fails here, before anything runs, naming the field.
+   * Not cached: a config's key could not be bounded by the config itself (the probe's largest is
+   * over the 10,000 characters States.Hash takes), and the check costs one small invocation.
+   * `finish` puts it first; a stack whose runs make their config in the state machine (from an
+   * upload event) chains it itself, after that.
+   */
+  protected configCheck(): sfn.Chain {
+    if (this.checkStep) throw new ConfigError('configCheck', this.pipeline, 'was called twice');
+    const fn = new PipelineFunction(this, 'ConfigCheck', {
+      entry: this.handlerEntry('config'),
+      description: "Parses the run's config with the pipeline's schema, defaults filled in",
+      logRetention: this.resources.logRetention,
+    });
+    this.checkStep = step(this, 'config', { run: invoke(fn), inputs: { 'config.$': '$.config' }, resultPath: '$.config' });
+    return this.checkStep;
+  }
+
   /** The Standard workflow that runs `definition`; call once, after the states are built. */
   protected finish(definition: sfn.IChainable, options: { readonly timeout: Duration }): sfn.StateMachine {
     if (this.machine) throw new ConfigError('finish', this.pipeline, 'was called twice');
+    const checked = this.checkStep ? definition : this.configCheck().next(definition);
     this.machine = new PipelineStateMachine(this, 'Pipeline', {
       pipeline: this.pipeline,
-      definition,
+      definition: checked,
       resources: this.resources,
       timeout: options.timeout,
     }).stateMachine;

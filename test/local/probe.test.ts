@@ -43,8 +43,8 @@ describe('probe pipeline on the embedded runtime', () => {
       [1, 4, 9, 25],
     );
     assert.equal(record.stats.batchJobs, 1);
-    // prepare + 4 squares + publish
-    assert.equal(record.stats.lambdaInvocations, 6);
+    // config + prepare + 4 squares + publish
+    assert.equal(record.stats.lambdaInvocations, 7);
     const artifact = await getArtifactVersion(where(), 'probe-summary', output.artifact.version);
     assert.deepEqual(artifact.metrics, { total: 39, count: 4 });
     assert.equal(artifact.executionId, record.executionArn);
@@ -54,12 +54,12 @@ describe('probe pipeline on the embedded runtime', () => {
     assert.equal(JSON.parse(await summary.Body!.transformToString()).total, 39);
   });
 
-  it('reruns fully cached: the same output with zero Lambda invocations and zero Batch jobs', async () => {
+  it('reruns fully cached: the same output, zero Batch jobs, and no Lambda but the config check', async () => {
     const first = await run({ items: [7, 8] });
     const second = await run({ items: [7, 8] });
     assert.equal(second.status, 'SUCCEEDED');
     assert.deepEqual(second.output, first.output);
-    assert.equal(second.stats.lambdaInvocations, 0);
+    assert.equal(second.stats.lambdaInvocations, 1, 'the config check only');
     assert.equal(second.stats.batchJobs, 0);
   });
 
@@ -84,8 +84,8 @@ describe('probe pipeline on the embedded runtime', () => {
     const second = await run({ items: [21, 22] });
     assert.equal(second.status, 'SUCCEEDED', second.cause);
     assert.equal(second.stats.batchJobs, 1, 'the sum job runs again');
-    // prepare and the squares stay cached; publish runs for the new summary file.
-    assert.equal(second.stats.lambdaInvocations, 1);
+    // prepare and the squares stay cached; the config check, and publish for the new summary file.
+    assert.equal(second.stats.lambdaInvocations, 2);
     assert.equal((second.output as { total: number }).total, 441 + 484);
   });
 
@@ -173,11 +173,11 @@ describe('probe pipeline on the embedded runtime', () => {
   it('a failed run leaves the cache, the artifact index and earlier results as they were', async () => {
     const before = await listArtifactVersions(where(), 'probe-summary');
     const cached = await run({ items: [7, 8] });
-    assert.equal(cached.stats.lambdaInvocations, 0);
+    assert.equal(cached.stats.lambdaInvocations, 1, 'the config check only');
     const failed = await run({ items: [7, 8], jobFault: 'exit' });
     assert.equal(failed.status, 'FAILED');
     const again = await run({ items: [7, 8] });
-    assert.equal(again.stats.lambdaInvocations, 0);
+    assert.equal(again.stats.lambdaInvocations, 1, 'the config check only');
     assert.equal(again.stats.batchJobs, 0);
     assert.deepEqual(await listArtifactVersions(where(), 'probe-summary'), before);
   });

@@ -74,7 +74,7 @@ describe('embedded runtime faults', () => {
     try {
       const second = await runtime.startExecution('probe', input).done;
       assert.equal(second.status, 'SUCCEEDED', second.cause);
-      assert.ok(second.stats.lambdaInvocations > 0, 'the cache went with the directory');
+      assert.ok(second.stats.lambdaInvocations > 1, 'the cache went with the directory (more ran than the config check)');
       assert.deepEqual((second.output as { total: number }).total, (first.output as { total: number }).total);
       assert.ok(existsSync(join(dir, 'dynamodb')));
     } finally {

@@ -104,8 +104,8 @@ describe('self-play league on the embedded runtime (test size)', () => {
     assert.equal(runtime.counters().batchJobs - jobsBefore, 0);
     // Exact: the same match results from the cache, fitted by the same code on the same machine.
     assert.deepEqual((warm.output as LeagueOutput).ratings, (cold.output as LeagueOutput).ratings);
-    // Only the league bookkeeping Lambdas ran: start, plan and elo per generation.
-    assert.equal(runtime.counters().lambdaInvocations - invocationsBefore, 1 + 2 * config.generations);
+    // Only the config check and the league bookkeeping Lambdas ran: start, plan and elo per generation.
+    assert.equal(runtime.counters().lambdaInvocations - invocationsBefore, 2 + 2 * config.generations);
   });
 
   it('a corrupt snapshot fails only its pairs, the league goes on, and a rerun recomputes only them', async () => {
@@ -147,6 +147,6 @@ describe('self-play league on the embedded runtime (test size)', () => {
     const repaired = await runtime.startExecution(SELFPLAY_PIPELINE, { config }).done;
     assert.equal(repaired.status, 'SUCCEEDED', repaired.cause);
     assert.equal((repaired.output as LeagueOutput).leagueUri, out.leagueUri);
-    assert.equal(runtime.counters().lambdaInvocations - invocations, 1 + 2 * config.generations + 1, 'bookkeeping plus the one match');
+    assert.equal(runtime.counters().lambdaInvocations - invocations, 2 + 2 * config.generations + 1, 'the config check and bookkeeping, plus the one match');
   });
 });
