@@ -5,8 +5,9 @@
  * Handlers reach it through AWS_ENDPOINT_URL_SFN / _SECRETS_MANAGER / _SESV2.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { listen, type Listening } from './emulators.ts';
+import { listen, refuseJson, type Listening } from './emulators.ts';
 import { writeEml } from './outbox.ts';
+import { type LocalCredentials, SignatureRefused, verifySignature } from './sigv4.ts';
 
 /** An error as the JSON protocols return it; the SDK turns `__type` into the error's name. */
 export class ApiError extends Error {
@@ -26,10 +27,10 @@ export interface AwsApiHandlers {
   sendEmail(body: Record<string, unknown>): Promise<{ MessageId: string }>;
 }
 
-async function readBody(req: IncomingMessage): Promise<string> {
+async function readBody(req: IncomingMessage): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const chunk of req) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
+  return Buffer.concat(chunks);
 }
 
 function reply(res: ServerResponse, status: number, body: unknown, contentType = 'application/x-amz-json-1.0') {
@@ -37,10 +38,18 @@ function reply(res: ServerResponse, status: number, body: unknown, contentType =
   res.end(JSON.stringify(body));
 }
 
-export async function startAwsApi(port: number, handlers: AwsApiHandlers): Promise<Listening> {
+/** Serves the handlers to requests signed with `credentials` (any other is refused, as AWS does). */
+export async function startAwsApi(port: number, credentials: LocalCredentials, handlers: AwsApiHandlers): Promise<Listening> {
   const server = createServer(async (req, res) => {
     try {
-      const text = await readBody(req);
+      const bytes = await readBody(req);
+      try {
+        await verifySignature({ method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers, body: bytes }, credentials);
+      } catch (error) {
+        if (error instanceof SignatureRefused) return refuseJson(res, error);
+        throw error;
+      }
+      const text = bytes.toString('utf8');
       const body = text ? (JSON.parse(text) as Record<string, unknown>) : {};
       const target = String(req.headers['x-amz-target'] ?? '');
       if (target.startsWith('AWSStepFunctions.')) {

@@ -6,8 +6,9 @@
  */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
-import { LOCAL_KEY, LOCAL_REGION } from './resolve.ts';
+import { LOCAL_REGION } from './resolve.ts';
 import type { SdkClients } from './sdk-tasks.ts';
+import type { LocalCredentials } from './sigv4.ts';
 
 /** The endpoint variables for the emulators and for the AWS API the runtime serves. */
 export function localEndpoints(urls: { dynamodb: string; s3: string; awsApi: string }): Record<string, string> {
@@ -21,16 +22,18 @@ export function localEndpoints(urls: { dynamodb: string; s3: string; awsApi: str
 }
 
 /** The runtime's own clients of s3rver and dynalite. */
-export function localClients(urls: { dynamodb: string; s3: string }): SdkClients {
-  const credentials = { accessKeyId: LOCAL_KEY, secretAccessKey: LOCAL_KEY };
+export function localClients(urls: { dynamodb: string; s3: string }, credentials: LocalCredentials): SdkClients {
   return {
     s3: new S3Client({ forcePathStyle: true, endpoint: urls.s3, region: LOCAL_REGION, credentials }),
     dynamodb: new DynamoDBClient({ endpoint: urls.dynamodb, region: LOCAL_REGION, credentials }),
   };
 }
 
-/** What every local Lambda and Batch job gets, and this process too (the CLI, a test). */
-export function baseEnvironment(endpoints: Record<string, string>): Record<string, string> {
+/**
+ * What every local Lambda and Batch job gets, and this process too (the CLI, a test): the
+ * runtime's credentials among them (a sandboxed job gets none of this, only presigned URLs).
+ */
+export function baseEnvironment(endpoints: Record<string, string>, credentials: LocalCredentials): Record<string, string> {
   return {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
     HOME: process.env.HOME ?? '/tmp',
@@ -38,8 +41,8 @@ export function baseEnvironment(endpoints: Record<string, string>): Record<strin
     TZ: 'UTC',
     AWS_REGION: LOCAL_REGION,
     AWS_DEFAULT_REGION: LOCAL_REGION,
-    AWS_ACCESS_KEY_ID: LOCAL_KEY,
-    AWS_SECRET_ACCESS_KEY: LOCAL_KEY,
+    AWS_ACCESS_KEY_ID: credentials.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey,
     AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
     ...endpoints,
   };

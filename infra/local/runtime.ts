@@ -25,7 +25,8 @@ import type { PipelineEntry } from '../registry.ts';
 import { ApiError, secretsManagerApi, sesSendEmail, startAwsApi } from './aws-api.ts';
 import { BatchHost } from './batch-host.ts';
 import { CallbackRegistry } from './callbacks.ts';
-import { lockDataDir, startDynalite, startS3rver } from './emulators.ts';
+import { lockDataDir, publishLiveRuntime, startDynalite, startS3rver } from './emulators.ts';
+import { newLocalCredentials } from './sigv4.ts';
 import { ExecutionRecordStore, type ExecutionRecord } from './execution-records.ts';
 import { launchExecution, type Execution, type ExecutionDeps } from './executions.ts';
 import { startHttpApi } from './http-api.ts';
@@ -119,11 +120,13 @@ export class LocalRuntime extends EventEmitter {
     const base = this.options.portBase ?? 0;
     const port = (offset: number) => (base ? base + offset : 0);
 
-    const dynamo = await startDynalite(join(this.dataDir, 'dynamodb'), port(0));
+    // This start's credentials: every loopback service takes only requests signed with them.
+    const credentials = newLocalCredentials();
+    const dynamo = await startDynalite(join(this.dataDir, 'dynamodb'), port(0), credentials);
     this.closers.push(() => dynamo.close());
-    const s3 = await startS3rver(join(this.dataDir, 's3'), port(1));
+    const s3 = await startS3rver(join(this.dataDir, 's3'), port(1), credentials);
     this.closers.push(() => s3.close());
-    const aws = await startAwsApi(port(2), {
+    const aws = await startAwsApi(port(2), credentials, {
       sfn: sfnApi({
         callbacks: this.callbacks,
         hasStateMachine: (arn) => [...this.machines.values()].some((m) => m.arn === arn),
@@ -135,11 +138,13 @@ export class LocalRuntime extends EventEmitter {
     });
     this.closers.push(() => aws.close());
     this.endpoints = localEndpoints({ dynamodb: dynamo.url, s3: s3.url, awsApi: aws.url });
-    const baseEnv = baseEnvironment(this.endpoints);
+    const baseEnv = baseEnvironment(this.endpoints, credentials);
+    // The CLI's read commands (approvals, artifacts) reach this runtime while it runs.
+    this.closers.push(publishLiveRuntime(this.dataDir, { endpoints: this.endpoints, credentials }));
     // This process (the CLI, a test) reaches the emulators through the same variables.
     Object.assign(process.env, baseEnv, { PATH: process.env.PATH });
     resetClients();
-    const clients = localClients({ dynamodb: dynamo.url, s3: s3.url });
+    const clients = localClients({ dynamodb: dynamo.url, s3: s3.url }, credentials);
     this.lambda = new LambdaHost({ ...baseEnv, ...claudeEnvironment() });
     this.closers.push(() => this.lambda.stop());
     this.batch = new BatchHost(join(this.dataDir, 'jobs'), baseEnv, this.options.jobConcurrency, (jobName, progress) =>

@@ -60,7 +60,7 @@ before(async () => {
     endpoint: process.env.AWS_ENDPOINT_URL_S3,
     forcePathStyle: true,
     region: 'us-east-1',
-    credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
+    credentials: { accessKeyId: process.env.AWS_ACCESS_KEY_ID!, secretAccessKey: process.env.AWS_SECRET_ACCESS_KEY! },
   });
 });
 
