@@ -2,7 +2,7 @@
 /**
  * frontier: one command line for both targets.
  *
- *   frontier run [pipeline] [--smoke|--full|--size NAME] [--config FILE|JSON] [--name NAME] [--target local|aws]
+ *   frontier run [pipeline] [--smoke|--full|--size NAME] [--config FILE|JSON] [--name NAME] [--target local|aws] [--verbose]
  *   frontier runs [pipeline] [--target local|aws]
  *   frontier artifacts list [NAME] | artifacts show NAME[@VERSION]
  *   frontier approvals list
@@ -156,7 +156,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
         const { config, upload } = withRewardFiles(resolveConfig(entry, { full: values.full, size: values.size, config: values.config }), entry, rewardFiles);
         if (entry.name === REWARDS_PIPELINE && values.target !== 'aws') requireClaudeOrFiles(config, process.env);
         if (values.target === 'aws') {
-          const result = await runAws(entry, config, { name: values.name, beforeStart: upload }, io);
+          const result = await runAws(entry, config, { name: values.name, beforeStart: upload, verbose: values.verbose }, io);
           return result.status === 'SUCCEEDED' ? 0 : 1;
         }
         const record = await runLocal(entry, config, { dataDir, portBase, name: values.name, verbose: values.verbose, beforeStart: upload }, io);

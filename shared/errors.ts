@@ -51,6 +51,32 @@ export class UnsupportedLocally extends PipelineError {}
 /** An artifact version was about to be overwritten. Versions are immutable. */
 export class ArtifactVersionExists extends PipelineError {}
 
+/**
+ * An S3 object a step was told to read is not there. Named as S3 names the error, so that the
+ * callers and Catch rules that match S3's NoSuchKey still match; the message names the field and
+ * the URI, where S3's own says only "The specified key does not exist."
+ */
+export class NoSuchKey extends PipelineError {
+  constructor(
+    readonly field: string,
+    readonly uri: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`${field}: ${uri} does not exist`, options);
+  }
+}
+
+/** The bucket of an S3 URI a step was told to read is not there; named as S3 names the error. */
+export class NoSuchBucket extends PipelineError {
+  constructor(
+    readonly field: string,
+    readonly uri: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`${field}: the bucket of ${uri} does not exist`, options);
+  }
+}
+
 /** Short, safe rendering of a received value for error messages. */
 export function describeValue(value: unknown): string {
   if (value === undefined) return 'undefined';

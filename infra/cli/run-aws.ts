@@ -5,6 +5,7 @@ import { STATE_MACHINE_OUTPUT } from '#pipelines/steps/pipeline.ts';
 import { MissingDeploymentError } from '#shared/errors.ts';
 import { PLATFORM_STACK_ID, type PipelineEntry } from '../registry.ts';
 import type { Io } from './output.ts';
+import { failureLines } from './run-outcome.ts';
 
 export interface AwsRunOptions {
   readonly name?: string;
@@ -12,6 +13,8 @@ export interface AwsRunOptions {
   readonly beforeStart?: (bucket: string) => Promise<void>;
   /** Milliseconds between history polls. Default: 2000. */
   readonly pollMs?: number;
+  /** Print a failure's raw cause (a Lambda's stack trace) after its one-line summary. */
+  readonly verbose?: boolean;
 }
 
 /** What --target aws needs before anything else, said the same way for each missing piece. */
@@ -78,7 +81,7 @@ export async function runAws(
   if (options.beforeStart) await options.beforeStart((await deployedPlatform(clients.cfn)).bucket);
   const { executionArn } = await clients.sfn.send(new StartExecutionCommand({ stateMachineArn, name: options.name, input: JSON.stringify({ config }) }));
   io.out(`started ${executionArn}`);
-  const mapItems = { done: 0, failed: 0 };
+  const followed: Followed = { mapItems: { done: 0, failed: 0 } };
   // History ids only grow: each poll prints the events after the last one shown.
   let lastShown = 0;
   for (;;) {
@@ -88,7 +91,7 @@ export async function runAws(
       for (const event of page.events ?? []) {
         if ((event.id ?? 0) <= lastShown) continue;
         lastShown = event.id ?? lastShown;
-        describeEvent(event, mapItems, io);
+        describeEvent(event, followed, io);
       }
       nextToken = page.nextToken;
     } while (nextToken);
@@ -96,16 +99,26 @@ export async function runAws(
     if (described.status !== 'RUNNING' && described.status !== 'PENDING_REDRIVE') {
       io.out(`${described.status}`);
       const output = described.output ? JSON.parse(described.output) : undefined;
-      if (described.status === 'SUCCEEDED') io.out(JSON.stringify(output, null, 2).slice(0, 4000));
-      else io.err(`${described.error}: ${described.cause}`);
-      return { status: described.status!, output, error: described.error, cause: described.cause };
+      const end = { status: described.status!, error: described.error, cause: described.cause, state: followed.lastState };
+      if (end.status === 'SUCCEEDED') io.out(JSON.stringify(output, null, 2).slice(0, 4000));
+      else for (const line of failureLines(end, options.verbose ?? false)) io.err(line);
+      return { status: end.status, output, error: end.error, cause: end.cause };
     }
     await new Promise((r) => setTimeout(r, options.pollMs ?? 2000));
   }
 }
 
-function describeEvent(event: HistoryEvent, mapItems: { done: number; failed: number }, io: Io): void {
+/** What the history has shown so far: Map items done and failed, and the last state entered. */
+interface Followed {
+  readonly mapItems: { done: number; failed: number };
+  /** The state a run that ends was in when it ended. */
+  lastState?: string;
+}
+
+function describeEvent(event: HistoryEvent, followed: Followed, io: Io): void {
+  const { mapItems } = followed;
   if (event.type?.endsWith('StateEntered') && event.stateEnteredEventDetails?.name) {
+    followed.lastState = event.stateEnteredEventDetails.name;
     io.out(`  > ${event.stateEnteredEventDetails.name}`);
   } else if (event.type === 'MapIterationSucceeded') {
     io.out(`    map items: ${++mapItems.done} done${mapItems.failed ? `, ${mapItems.failed} failed` : ''}`);

@@ -44,5 +44,6 @@ export function linksInEml(mime: string): string[] {
     mime.replace(/=\r?\n/g, '').replace(/=([0-9A-F]{2})/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16))),
     'latin1',
   ).toString('utf8');
-  return [...new Set(decoded.match(/https?:\/\/[^\s"'<>]+\/approvals\/[^\s"'<>]+/g) ?? [])].map((l) => l.replace(/&amp;/g, '&'));
+  // Each once: the HTML part writes the link's `&` as `&amp;`, the text part as it is.
+  return [...new Set((decoded.match(/https?:\/\/[^\s"'<>]+\/approvals\/[^\s"'<>]+/g) ?? []).map((l) => l.replace(/&amp;/g, '&')))];
 }

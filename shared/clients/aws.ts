@@ -6,6 +6,7 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { errorName, NoSuchBucket, NoSuchKey } from '../errors.ts';
 import { parseS3Uri } from '../s3uri.ts';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { SESv2Client } from '@aws-sdk/client-sesv2';
@@ -31,9 +32,23 @@ export function s3Client(): S3Client {
   return s3;
 }
 
-/** An object's whole body, by s3://bucket/key URI (`field` names the URI in errors). */
+/**
+ * An object's whole body, by s3://bucket/key URI (`field` names the URI in errors). A missing
+ * object is NoSuchKey and a missing bucket NoSuchBucket, as S3 names them, with a message that
+ * names the field and the URI. NotFound (the SDK's name for a 404 that carries no error body, as
+ * HeadObject's never does) is the same missing object.
+ */
 export async function readObjectBytes(uri: string, field = 'uri'): Promise<Buffer> {
-  const out = await s3Client().send(new GetObjectCommand(parseS3Uri(uri, field)));
+  const location = parseS3Uri(uri, field);
+  let out;
+  try {
+    out = await s3Client().send(new GetObjectCommand(location));
+  } catch (error) {
+    const name = errorName(error);
+    if (name === 'NoSuchKey' || name === 'NotFound') throw new NoSuchKey(field, uri, { cause: error });
+    if (name === 'NoSuchBucket') throw new NoSuchBucket(field, uri, { cause: error });
+    throw error;
+  }
   const chunks: Uint8Array[] = [];
   for await (const chunk of out.Body as AsyncIterable<Uint8Array>) chunks.push(chunk);
   return Buffer.concat(chunks);
