@@ -44,16 +44,30 @@ export interface DiscoveryFigures {
   }[];
 }
 
-/** Approves by the emailed link: GET the page, then POST its form with Approve. */
+/**
+ * Approves by the emailed link: GET the page, sign in to the page's app client as a member of the
+ * approvers group (the runtime's stand-in for Cognito, `POST /_local/sign-in`), then POST its
+ * form with Approve and the ID token, as the page's script does.
+ */
 async function approve(emlText: string): Promise<void> {
   const link = /https?:\/\/[^\s"<>]+\/approvals\/[A-Za-z0-9_-]+\?exp=\d+&sig=[A-Za-z0-9_-]+/.exec(emlText)?.[0];
   if (!link) throw new Error('no approval link in the email');
   const page = await (await fetch(link)).text();
   const csrf = /name="csrf" value="([^"]+)"/.exec(page)?.[1];
   if (!csrf) throw new Error('the approval page has no form');
+  const config = /<script type="application\/json" id="approval-config">([^<]*)<\/script>/.exec(page)?.[1];
+  const signIn = (JSON.parse(config ?? '{}') as { signIn?: { clientId?: string; group?: string } }).signIn;
+  const origin = new URL(link).origin;
+  const tokens = (await (
+    await fetch(`${origin}/_local/sign-in`, {
+      method: 'POST',
+      body: JSON.stringify({ username: 'bench', clientId: signIn?.clientId, groups: [signIn?.group ?? 'approvers'] }),
+    })
+  ).json()) as { id_token?: string };
+  if (!tokens.id_token) throw new Error('the local sign-in gave no ID token');
   const posted = await fetch(link, {
     method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Bearer ${tokens.id_token}` },
     body: new URLSearchParams({ decision: 'approve', csrf }).toString(),
   });
   if (posted.status !== 200) throw new Error(`approval POST answered ${posted.status}`);

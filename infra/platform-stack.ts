@@ -13,11 +13,15 @@
  * 6. The SES v2 sender identity.
  * 7. The approval API: an HTTP API with GET and POST /approvals/{id} on one Lambda, which
  *    reads the approvals' items documents under approvals/ of the bucket.
+ * 8. By default, sign-in for approvers (infra/approver-sign-in.ts): a Cognito user pool with an
+ *    `approvers` group, a JWT authorizer on POST /approvals/{id}, and GET /approvals, the page
+ *    sign-in returns to. `approvalSignIn: false` (context `-c approvalSignIn=false`) builds none
+ *    of it: the link-only mode, where the page asks for its code to be typed instead.
  *
  * Pipeline stacks receive `resources` and never create these things themselves.
  */
 import { CfnOutput, type CfnResource, Duration, RemovalPolicy, SecretValue, Stack, type StackProps } from 'aws-cdk-lib';
-import { HttpApi, HttpMethod, LogGroupLogDestination } from 'aws-cdk-lib/aws-apigatewayv2';
+import { HttpApi, HttpMethod, type HttpRoute, LogGroupLogDestination } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import * as batch from 'aws-cdk-lib/aws-batch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -30,7 +34,7 @@ import * as ses from 'aws-cdk-lib/aws-ses';
 import type { Construct } from 'constructs';
 import { join } from 'node:path';
 import { ConfigError } from '#shared/errors.ts';
-import { APPROVAL_ITEMS_PREFIX } from '#shared/approval.ts';
+import { APPROVAL_ENV, APPROVAL_ITEMS_PREFIX, SIGN_IN_RETURN_PATH } from '#shared/approval.ts';
 import { TABLE_KEYS } from '#shared/table.ts';
 import { ENV } from '#shared/env.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
@@ -38,6 +42,7 @@ import { PipelineFunction } from '#pipelines/steps/function.ts';
 import { httpAccessLogFormat } from '#pipelines/steps/access-log.ts';
 import { iam5Resource } from '#pipelines/steps/nag-findings.ts';
 import { acknowledge } from './nag.ts';
+import { approvalSignInFromContext, ApproverSignIn } from './approver-sign-in.ts';
 import { ANTHROPIC_KEY_PLACEHOLDER } from '#shared/rewards/propose.ts';
 
 /** Context keys (cdk.json) that supply the defaults of the matching props. */
@@ -92,6 +97,13 @@ export interface PlatformStackProps extends StackProps {
    * retried as a Batch attempt and resumes from its last checkpoint). Default: true.
    */
   readonly gpuSpot?: boolean;
+  /**
+   * Deciding an approval needs a signed-in member of the approvers group (a Cognito user pool made
+   * here). False is the link-only mode: whoever opens the emailed link decides, after typing the
+   * short code the page shows; anyone the email reaches (forwarded, or read by a mail tool that
+   * types) can decide. Default: context `approvalSignIn`, else true.
+   */
+  readonly approvalSignIn?: boolean;
 }
 
 /** Entry of the approval API handler. */
@@ -103,6 +115,8 @@ const RETENTION_DAYS = new Set<number>(Object.values(logs.RetentionDays).filter(
 
 export class PlatformStack extends Stack {
   readonly resources: PlatformResources;
+  /** The approvers' sign-in; absent in the link-only mode. */
+  readonly approverSignIn?: ApproverSignIn;
 
   constructor(scope: Construct, id: string, props: PlatformStackProps = {}) {
     super(scope, id, props);
@@ -267,12 +281,49 @@ export class PlatformStack extends Stack {
     new ses.EmailIdentity(this, 'SenderIdentity', { identity: ses.Identity.email(config.senderEmail) });
 
     // ---- 7. Approval API ---------------------------------------------------------------
+    const accessLogGroup = new logs.LogGroup(this, 'ApprovalApiAccessLogs', {
+      retention: logRetention,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    const httpApi = new HttpApi(this, 'ApprovalHttpApi', {
+      description: 'Approval links: GET shows the request, POST decides it.',
+      createDefaultStage: false,
+    });
+    httpApi.addStage('DefaultStage', {
+      stageName: '$default',
+      autoDeploy: true,
+      // A person clicks these links; a few requests a second is plenty and caps abuse.
+      throttle: { rateLimit: 10, burstLimit: 20 },
+      accessLogSettings: {
+        destination: new LogGroupLogDestination(accessLogGroup),
+        // $context.path carries no query string, so link signatures never reach the log; the
+        // token's subject says who decided (empty on the public routes).
+        format: httpAccessLogFormat(config.approvalSignIn ? { user: '$context.authorizer.claims.sub', authorizerError: '$context.authorizer.error' } : {}),
+      },
+    });
+    // The $default stage serves at the root of the API endpoint, which has no trailing slash.
+    const approvalApiUrl = httpApi.apiEndpoint;
+
+    // ---- 8. Approver sign-in (before the function, whose environment names the client) ------
+    const signIn = config.approvalSignIn ? new ApproverSignIn(this, 'ApproverSignIn', { returnUrl: `${approvalApiUrl}${SIGN_IN_RETURN_PATH}` }) : undefined;
+    this.approverSignIn = signIn;
+    const signInEnv: Record<string, string> = signIn
+      ? {
+          [APPROVAL_ENV.signIn]: 'cognito',
+          [APPROVAL_ENV.authDomain]: signIn.domain.baseUrl(),
+          [APPROVAL_ENV.clientId]: signIn.client.userPoolClientId,
+          [APPROVAL_ENV.group]: signIn.groupName,
+        }
+      : { [APPROVAL_ENV.signIn]: 'link' };
+
     const approvalFunction = new PipelineFunction(this, 'ApprovalApi', {
       entry: APPROVAL_API_ENTRY,
       description: 'Approval page (GET) and decision (POST) for approval gates.',
       environment: {
         [ENV.table]: table.tableName,
         [ENV.signingSecretArn]: signingSecret.secretArn,
+        [ENV.approvalBaseUrl]: approvalApiUrl,
+        ...signInEnv,
       },
       logRetention,
     });
@@ -291,39 +342,33 @@ export class PlatformStack extends Stack {
       }),
     );
 
-    const accessLogGroup = new logs.LogGroup(this, 'ApprovalApiAccessLogs', {
-      retention: logRetention,
-      removalPolicy: RemovalPolicy.DESTROY,
-    });
-    const httpApi = new HttpApi(this, 'ApprovalHttpApi', {
-      description: 'Approval links: GET shows the request, POST decides it.',
-      createDefaultStage: false,
-    });
-    httpApi.addStage('DefaultStage', {
-      stageName: '$default',
-      autoDeploy: true,
-      // A person clicks these links; a few requests a second is plenty and caps abuse.
-      throttle: { rateLimit: 10, burstLimit: 20 },
-      accessLogSettings: {
-        destination: new LogGroupLogDestination(accessLogGroup),
-        // $context.path carries no query string, so link signatures never reach the log.
-        format: httpAccessLogFormat(),
-      },
-    });
-    httpApi.addRoutes({
-      path: '/approvals/{id}',
-      methods: [HttpMethod.GET, HttpMethod.POST],
-      integration: new HttpLambdaIntegration('ApprovalIntegration', approvalFunction),
-    });
-    // The $default stage serves at the root of the API endpoint, which has no trailing slash.
-    const approvalApiUrl = httpApi.apiEndpoint;
-    acknowledge(httpApi, [
-      {
-        id: 'AwsSolutions-APIG4',
-        reason:
-          'Approval links are opened from a mail client, which cannot present IAM or JWT credentials; each request is authorised by the HMAC signature in the link and the POST by the anti-forgery token of the page.',
-      },
-    ]);
+    const integration = new HttpLambdaIntegration('ApprovalIntegration', approvalFunction);
+    if (signIn) {
+      const publicRoutes: HttpRoute[] = [
+        // HEAD reaches the function, which answers 405 (Allow: GET, POST) instead of API Gateway's 404.
+        ...httpApi.addRoutes({ path: '/approvals/{id}', methods: [HttpMethod.GET, HttpMethod.HEAD], integration }),
+        ...httpApi.addRoutes({ path: SIGN_IN_RETURN_PATH, methods: [HttpMethod.GET], integration }),
+      ];
+      httpApi.addRoutes({ path: '/approvals/{id}', methods: [HttpMethod.POST], integration, authorizer: signIn.authorizer() });
+      for (const route of publicRoutes) {
+        acknowledge(route, [
+          {
+            id: 'AwsSolutions-APIG4',
+            reason:
+              'The approval page is opened from a mail client, which cannot present a token: GET is authorised by the HMAC signature in the link, shows the request and never decides; GET /approvals is the static page sign-in returns to. Deciding (POST) goes through the JWT authorizer.',
+          },
+        ]);
+      }
+    } else {
+      httpApi.addRoutes({ path: '/approvals/{id}', methods: [HttpMethod.GET, HttpMethod.HEAD, HttpMethod.POST], integration });
+      acknowledge(httpApi, [
+        {
+          id: 'AwsSolutions-APIG4',
+          reason:
+            'Deployed in the link-only mode on purpose (approvalSignIn=false): each request is authorised by the HMAC signature in the link, and a POST decides only with the page anti-forgery token and the short code the page shows typed in.',
+        },
+      ]);
+    }
     acknowledge(approvalFunction, [
       {
         id: `AwsSolutions-IAM4[${LAMBDA_BASIC_EXECUTION}]`,
@@ -350,6 +395,12 @@ export class PlatformStack extends Stack {
     new CfnOutput(this, 'BucketName', { value: bucket.bucketName, description: 'The pipelines bucket.' });
     new CfnOutput(this, 'TableName', { value: table.tableName, description: 'The pipelines table.' });
     new CfnOutput(this, 'ApprovalApiUrl', { value: approvalApiUrl, description: 'Base URL of approval links.' });
+    if (signIn) {
+      new CfnOutput(this, 'ApproverUserPoolId', {
+        value: signIn.userPool.userPoolId,
+        description: `Create approvers with aws cognito-idp admin-create-user, then admin-add-user-to-group --group-name ${signIn.groupName}.`,
+      });
+    }
     new CfnOutput(this, 'AnthropicApiKeyArn', {
       value: anthropicSecret.secretArn,
       description: 'Store the Anthropic API key here with aws secretsmanager put-secret-value.',
@@ -378,7 +429,9 @@ export class PlatformStack extends Stack {
     const logRetentionDays = requireRetention('logRetentionDays', props.logRetentionDays ?? fromContext(PLATFORM_CONTEXT.logRetentionDays) ?? 30);
     const gpuMaxvCpus = requireIntegerIn('gpuMaxvCpus', props.gpuMaxvCpus ?? 64, 4, 4096);
     const cpuMaxvCpus = requireIntegerIn('cpuMaxvCpus', props.cpuMaxvCpus ?? 64, 1, 4096);
-    return { senderEmail, approverEmail, logRetentionDays, gpuMaxvCpus, cpuMaxvCpus, gpuSpot: props.gpuSpot ?? true };
+    const approvalSignIn = props.approvalSignIn ?? approvalSignInFromContext(this);
+    if (typeof approvalSignIn !== 'boolean') throw new ConfigError('approvalSignIn', approvalSignIn, 'must be true or false');
+    return { senderEmail, approverEmail, logRetentionDays, gpuMaxvCpus, cpuMaxvCpus, gpuSpot: props.gpuSpot ?? true, approvalSignIn };
   }
 }
 

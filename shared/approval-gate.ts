@@ -9,23 +9,28 @@
  *   before anything is stored, and listed in the email.
  * - openApproval, approvalPage, decideApproval (the page): a genuine, unexpired link opens its
  *   approval; GET shows it (the items document read as the page renders, so the page shows what
- *   the document holds now, or that it is gone); POST decides, once: a conditional update from
- *   PENDING, then SendTaskSuccess or SendTaskFailure. Refusals change nothing and say why.
+ *   the document holds now, or that it is gone); POST decides, once, for a signed-in member of
+ *   the approvers group (or, in the link-only mode, with the page's code typed in): a conditional
+ *   update from PENDING, then SendTaskSuccess or SendTaskFailure. Refusals change nothing and
+ *   say why.
  */
 import { SendTaskFailureCommand, SendTaskSuccessCommand } from '@aws-sdk/client-sfn';
 import { SendEmailCommand } from '@aws-sdk/client-sesv2';
 import { GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import {
   approvalLink,
+  approverFromClaims,
   checkItemsUri,
   checkLink,
   composeMime,
   csrfToken,
+  decisionCode,
   decisionOf,
   decisionUpdate,
   newApprovalId,
   newApprovalItem,
   NO_LONGER_WAITING_ERRORS,
+  normalizeDecisionCode,
   parseApprovalItem,
   parseDecisionForm,
   resolveRecipients,
@@ -36,7 +41,9 @@ import {
   type ApprovalHttpRequest,
   type ApprovalItem,
   type ApprovalRequest,
+  type ApprovalSignIn,
   type ApprovalView,
+  type DecidedBy,
   type Decision,
 } from './approval.ts';
 import { formAction, renderApprovalEmail, renderApprovalPage, type MessageKind } from './approval-page.ts';
@@ -50,6 +57,11 @@ import { approvalKey } from './table.ts';
 export interface ApprovalGate {
   readonly table: string;
   readonly signingKey: () => Promise<string>;
+}
+
+/** The page's function besides: who may decide. */
+export interface ApprovalDesk extends ApprovalGate {
+  readonly signIn: ApprovalSignIn;
 }
 
 /** The request function's settings besides: where items documents may be, and the email. */
@@ -77,6 +89,7 @@ export async function requestApproval(gate: ApprovalMailer, request: ApprovalReq
     title: item.title,
     details: item.details,
     items: items?.document,
+    outcomes: item.outcomes,
     expiresAtIso: item.expiresAtIso,
   });
   await sesClient().send(
@@ -111,6 +124,8 @@ export interface OpenedApproval {
   readonly link: { readonly exp: number; readonly sig: string };
   /** The anti-forgery token the page's form carries back. */
   readonly csrf: string;
+  /** The short code the page shows, typed back in the link-only mode. */
+  readonly code: string;
 }
 
 /**
@@ -125,15 +140,44 @@ export async function openApproval(gate: ApprovalGate, request: ApprovalHttpRequ
   if (!found.Item) return { refused: 'forged' };
   const item = parseApprovalItem(found.Item);
   appendInvocationKeys({ executionId: item.executionId, pipeline: item.pipeline });
-  return { id: link.id, item, link: { exp: link.exp, sig: link.sig }, csrf: csrfToken(key, link.id, link.exp) };
+  return {
+    id: link.id,
+    item,
+    link: { exp: link.exp, sig: link.sig },
+    csrf: csrfToken(key, link.id, link.exp),
+    code: decisionCode(key, link.id, link.exp),
+  };
 }
 
-/** The page GET shows: the approval, its buttons while pending, and its items document as it is now. */
-export async function approvalPage(approval: OpenedApproval): Promise<string> {
-  const { id, item, link, csrf } = approval;
-  const form = { action: formAction(id, link.exp, link.sig), csrf };
+/**
+ * The page GET shows: the approval, its decision controls while pending (sign-in, or the code to
+ * type), and its items document as it is now.
+ */
+export async function approvalPage(desk: ApprovalDesk, approval: OpenedApproval): Promise<string> {
+  const { id, item, link, csrf, code } = approval;
+  const form = { action: formAction(id, link.exp, link.sig), csrf, signIn: desk.signIn, code };
   const items = item.itemsUri && item.itemsSha256 ? await approvalItemsForPage(item.itemsUri, item.itemsSha256) : undefined;
   return renderApprovalPage(toApprovalView(id, item), form, items);
+}
+
+/**
+ * Who is deciding, or why nobody may: with sign-in, a member of the group named by the verified
+ * token; in the link-only mode, whoever typed the page's code.
+ */
+function decider(desk: ApprovalDesk, request: ApprovalHttpRequest, typedCode: string | undefined, code: string): { decidedBy: DecidedBy } | Refusal {
+  const { client } = request;
+  if (desk.signIn.mode === 'cognito') {
+    const check = approverFromClaims(request.claims, desk.signIn.group);
+    if (!check.ok && check.reason === 'signedOut') return { refused: 'signInRequired' };
+    if (!check.ok) {
+      return { refused: 'notApprover', detail: `You are signed in as ${check.username}, who is not a member of the ${desk.signIn.group} group.` };
+    }
+    return { decidedBy: { ...client, via: 'sign-in', ...check.approver } };
+  }
+  if (typedCode === undefined || !safeEqual(normalizeDecisionCode(typedCode), code)) {
+    return { refused: 'codeRequired', detail: typedCode ? 'The code typed does not match the one on the page.' : undefined };
+  }
+  return { decidedBy: { ...client, via: 'link-and-code' } };
 }
 
 /**
@@ -142,7 +186,7 @@ export async function approvalPage(approval: OpenedApproval): Promise<string> {
  * PENDING so the button works again.
  */
 export async function decideApproval(
-  gate: ApprovalGate,
+  desk: ApprovalDesk,
   request: ApprovalHttpRequest,
   approval: OpenedApproval,
 ): Promise<{ view: ApprovalView & Decision } | Refusal> {
@@ -155,10 +199,12 @@ export async function decideApproval(
     throw error;
   }
   if (!safeEqual(form.csrf, csrf)) return { refused: 'forged' };
+  const who = decider(desk, request, form.code, approval.code);
+  if ('refused' in who) return who;
   if (item.state !== 'PENDING') return { refused: 'alreadyDecided' };
-  const decision = decisionOf(form, request.decidedBy, new Date());
+  const decision = decisionOf(form, who.decidedBy, new Date());
   try {
-    await dynamoClient().send(new UpdateCommand(decisionUpdate(gate.table, id, decision)));
+    await dynamoClient().send(new UpdateCommand(decisionUpdate(desk.table, id, decision)));
   } catch (error) {
     if (errorName(error) === 'ConditionalCheckFailedException') return { refused: 'alreadyDecided' };
     throw error;
@@ -171,9 +217,10 @@ export async function decideApproval(
   } catch (error) {
     logger.warn('could not tell Step Functions', { ...log, error: errorName(error) });
     if (NO_LONGER_WAITING_ERRORS.includes(errorName(error))) return { refused: 'noLongerWaiting' };
-    await dynamoClient().send(new UpdateCommand(revertDecisionUpdate(gate.table, id, decision)));
+    await dynamoClient().send(new UpdateCommand(revertDecisionUpdate(desk.table, id, decision)));
     return { refused: 'tryAgain' };
   }
-  logger.info('approval decided', log);
+  // The subject identifies the person in the logs without their name or address.
+  logger.info('approval decided', { ...log, via: decision.decidedBy.via, sub: decision.decidedBy.sub });
   return { view: { ...toApprovalView(id, item), ...decision } };
 }

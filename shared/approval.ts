@@ -7,6 +7,12 @@
  * in the link, the email, a log line or an error message. The link carries a random id and an
  * HMAC over (id, expiry) instead.
  *
+ * The link opens the page; it does not decide. By default deciding needs a signed-in approver:
+ * a Cognito ID token, checked by API Gateway's JWT authorizer on the POST route, whose
+ * `cognito:groups` holds the approvers group (`approverFromClaims`). Where sign-in is turned off
+ * (CDK context `approvalSignIn=false`), the POST must carry the short code the page shows
+ * (`decisionCode`), which a scanner that only clicks buttons never types.
+ *
  * A request may name an items document (a batch: rows of values, each with an optional
  * drawing) in S3. The item stores its URI and the sha256 of the bytes read when the request
  * was made, never the items themselves (a DynamoDB item holds at most 400 KB), and both go into
@@ -35,6 +41,20 @@ export const APPROVAL_ID_PATTERN = /^[A-Za-z0-9_-]{22}$/;
 
 export type ApprovalState = 'PENDING' | 'APPROVED' | 'REJECTED' | 'EXPIRED';
 export type DetailValue = string | number | boolean;
+/** The longest text a gate may give for one outcome (a sentence or two). */
+export const MAX_OUTCOME_CHARS = 300;
+
+/**
+ * What each decision does, in the pipeline's words, shown beside the buttons: e.g. for a batch
+ * of molecules, Approve measures it, Reject ends the loop keeping what was measured.
+ */
+export const approvalOutcomesSchema = z.strictObject({
+  approve: z.string().min(1).max(MAX_OUTCOME_CHARS),
+  reject: z.string().min(1).max(MAX_OUTCOME_CHARS),
+  /** What happens when nobody decides before the link expires. */
+  timeout: z.string().min(1).max(MAX_OUTCOME_CHARS).optional(),
+});
+export type ApprovalOutcomes = z.infer<typeof approvalOutcomesSchema>;
 
 // ---------------------------------------------------------------------------------------
 // The request from Step Functions
@@ -47,6 +67,8 @@ export const approvalRequestSchema = z.object({
   details: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])),
   timeoutSeconds: z.number().int().positive().max(MAX_TIMEOUT_SECONDS),
   recipients: z.array(z.email()).min(1).optional(),
+  /** What Approve, Reject and a timeout do; absent in requests made before gates said so. */
+  outcomes: approvalOutcomesSchema.optional(),
   /**
    * s3://bucket/approvals/... of an items document (see approvalItemsSchema). Null means none,
    * so that a pipeline can point the gate at a field it sets only in some runs.
@@ -93,6 +115,27 @@ export function csrfToken(key: string, id: string, exp: number): string {
   return hmacBase64Url(key, `decide.${id}.${exp}`);
 }
 
+/** Letters and digits a person reads and types without confusing them (no 0/O, 1/I/L). */
+const CODE_ALPHABET = 'ABCDEFGHJKMNPQRSTUVWXYZ23456789';
+export const DECISION_CODE_LENGTH = 6;
+
+/**
+ * The short code the page shows and the link-only mode asks the person to type before deciding.
+ * It is no secret from whoever sees the page: it makes deciding a deliberate act that a scanner
+ * clicking buttons does not perform. An HMAC like the other tokens, so it is fixed per link.
+ */
+export function decisionCode(key: string, id: string, exp: number): string {
+  const digest = createHmac('sha256', key).update(`code.${id}.${exp}`).digest();
+  let code = '';
+  for (let i = 0; i < DECISION_CODE_LENGTH; i++) code += CODE_ALPHABET[digest[i]! % CODE_ALPHABET.length];
+  return code;
+}
+
+/** A typed code as compared: case, spaces and hyphens do not matter. */
+export function normalizeDecisionCode(typed: string): string {
+  return typed.replace(/[\s-]+/g, '').toUpperCase();
+}
+
 /** Constant-time string comparison (lengths are not secret: both are fixed-size HMACs). */
 export function safeEqual(a: string, b: string): boolean {
   const left = Buffer.from(a, 'utf8');
@@ -123,11 +166,110 @@ export function checkLink(input: { key: string; id: string | undefined; exp: str
 }
 
 // ---------------------------------------------------------------------------------------
+// Who may decide
+
+/** The Cognito group whose members may decide, unless the platform names another. */
+export const APPROVERS_GROUP = 'approvers';
+/** Path of the page the sign-in returns to (the app client's callback and sign-out URL). */
+export const SIGN_IN_RETURN_PATH = '/approvals';
+/** Scopes the page asks for: `openid` for the ID token, `email` and `profile` for who the person is. */
+export const APPROVAL_SCOPES: readonly string[] = ['openid', 'email', 'profile'];
+
+/** Environment variables the platform stack sets on the approval API function. */
+export const APPROVAL_ENV = {
+  /** 'cognito' (deciding needs a signed-in approver) or 'link' (the opt-in link-only mode). */
+  signIn: 'APPROVAL_SIGN_IN',
+  /** Base URL of the user pool's managed-login domain, https://<prefix>.auth.<region>.amazoncognito.com. */
+  authDomain: 'APPROVAL_AUTH_DOMAIN',
+  /** The page's app client (public: no secret, PKCE). */
+  clientId: 'APPROVAL_CLIENT_ID',
+  /** The group whose members may decide. */
+  group: 'APPROVAL_GROUP',
+} as const;
+
+export type ApprovalSignIn =
+  | {
+      readonly mode: 'cognito';
+      readonly domain: string;
+      readonly clientId: string;
+      /** `<api>/approvals`: where the sign-in returns (registered as the client's callback). */
+      readonly redirectUri: string;
+      readonly scopes: readonly string[];
+      readonly group: string;
+    }
+  | { readonly mode: 'link' };
+
+/** The sign-in settings from the function's environment; throws naming a bad or missing variable. */
+export function approvalSignInFromEnv(env: Record<string, string | undefined>, baseUrlVariable: string): ApprovalSignIn {
+  const mode = env[APPROVAL_ENV.signIn];
+  if (mode === 'link') return { mode: 'link' };
+  if (mode !== 'cognito') throw new ConfigError(APPROVAL_ENV.signIn, mode, 'must be "cognito" or "link"; the platform stack sets it');
+  const need = (name: string): string => {
+    const value = env[name];
+    if (!value) throw new ConfigError(name, value, `must be set when ${APPROVAL_ENV.signIn} is "cognito"; the platform stack sets it`);
+    return value;
+  };
+  return {
+    mode: 'cognito',
+    domain: need(APPROVAL_ENV.authDomain).replace(/\/+$/, ''),
+    clientId: need(APPROVAL_ENV.clientId),
+    redirectUri: `${need(baseUrlVariable).replace(/\/+$/, '')}${SIGN_IN_RETURN_PATH}`,
+    scopes: APPROVAL_SCOPES,
+    group: need(APPROVAL_ENV.group),
+  };
+}
+
+/** The signed-in person, from the token's claims. */
+export interface Approver {
+  readonly sub: string;
+  readonly username: string;
+  readonly email?: string;
+}
+
+export type ApproverCheck = { ok: true; approver: Approver } | { ok: false; reason: 'signedOut' } | { ok: false; reason: 'notApprover'; username: string };
+
+/**
+ * The groups claim as API Gateway hands it to the function: a JSON array becomes its items in
+ * brackets joined by spaces ("[approvers admins]"); a JSON array string or a bare name also read.
+ */
+export function groupsOfClaim(value: string | undefined): string[] {
+  if (value === undefined) return [];
+  const text = value.trim();
+  if (text.startsWith('[') && text.endsWith(']')) {
+    try {
+      const parsed: unknown = JSON.parse(text);
+      if (Array.isArray(parsed)) return parsed.map(String);
+    } catch {
+      // API Gateway's own form, not JSON.
+    }
+    return text
+      .slice(1, -1)
+      .split(/[\s,]+/)
+      .filter(Boolean);
+  }
+  return text ? [text] : [];
+}
+
+/**
+ * Whether the claims API Gateway verified (signature, issuer, audience, expiry) are those of a
+ * member of `group`. No claims means the route had no authorizer or no token reached it: signed out.
+ */
+export function approverFromClaims(claims: Record<string, string> | undefined, group: string): ApproverCheck {
+  const sub = claims?.sub;
+  if (!claims || !sub) return { ok: false, reason: 'signedOut' };
+  const username = claims['cognito:username'] || claims.username || sub;
+  if (!groupsOfClaim(claims['cognito:groups']).includes(group)) return { ok: false, reason: 'notApprover', username };
+  return { ok: true, approver: { sub, username, ...(claims.email ? { email: claims.email } : {}) } };
+}
+
+// ---------------------------------------------------------------------------------------
 // The HTTP request (API Gateway HTTP API, payload format 2.0)
 
 const approvalHttpEventSchema = z.object({
   requestContext: z.object({
     http: z.object({ method: z.string(), sourceIp: z.string().default(''), userAgent: z.string().default('') }),
+    /** Present on the JWT-authorized route: the token's claims, each flattened to a string. */
+    authorizer: z.object({ jwt: z.object({ claims: z.record(z.string(), z.unknown()).default({}) }).optional() }).nullish(),
   }),
   pathParameters: z.record(z.string(), z.string().optional()).nullish(),
   queryStringParameters: z.record(z.string(), z.string().optional()).nullish(),
@@ -142,8 +284,10 @@ export interface ApprovalHttpRequest {
   sig: string | undefined;
   body: string | undefined;
   isBase64Encoded: boolean;
-  /** There is no sign-in: the network address and browser are all we know of the person. */
-  decidedBy: DecidedBy;
+  /** The network address and browser of the request. */
+  client: { sourceIp: string; userAgent: string };
+  /** The verified token's claims, when the route has a JWT authorizer and a token passed it. */
+  claims: Record<string, string> | undefined;
 }
 
 export function parseApprovalHttpEvent(event: unknown): ApprovalHttpRequest {
@@ -157,8 +301,14 @@ export function parseApprovalHttpEvent(event: unknown): ApprovalHttpRequest {
     sig: queryStringParameters?.sig,
     body: body ?? undefined,
     isBase64Encoded,
-    decidedBy: { sourceIp: requestContext.http.sourceIp, userAgent: requestContext.http.userAgent },
+    client: { sourceIp: requestContext.http.sourceIp, userAgent: requestContext.http.userAgent },
+    claims: claimsOf(requestContext.authorizer?.jwt?.claims),
   };
+}
+
+function claimsOf(claims: Record<string, unknown> | undefined): Record<string, string> | undefined {
+  if (!claims || Object.keys(claims).length === 0) return undefined;
+  return Object.fromEntries(Object.entries(claims).map(([key, value]) => [key, typeof value === 'string' ? value : JSON.stringify(value)]));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -180,7 +330,19 @@ export function approvalDigest(subject: {
   return sha256Hex(canonicalJson({ pipeline, title, details, ...(itemsUri === undefined ? {} : { itemsUri, itemsSha256 }) }));
 }
 
-export const decidedBySchema = z.object({ sourceIp: z.string(), userAgent: z.string() });
+/**
+ * Who decided. With sign-in: the token's subject, user name and (when the token has it) email,
+ * `via: 'sign-in'`. In the link-only mode: `via: 'link-and-code'`, and the network address and
+ * browser are all that is known. Items decided before either existed have neither `via` nor a name.
+ */
+export const decidedBySchema = z.object({
+  sourceIp: z.string(),
+  userAgent: z.string(),
+  via: z.enum(['sign-in', 'link-and-code']).optional(),
+  sub: z.string().optional(),
+  username: z.string().optional(),
+  email: z.string().optional(),
+});
 export type DecidedBy = z.infer<typeof decidedBySchema>;
 
 export const approvalItemSchema = z
@@ -201,6 +363,8 @@ export const approvalItemSchema = z
     decidedAt: z.string().optional(),
     decidedBy: decidedBySchema.optional(),
     comment: z.string().optional(),
+    /** What each decision does, as the gate said when the request was made. */
+    outcomes: approvalOutcomesSchema.optional(),
     /** The items document, when the request named one: where it is, and the sha256 of what was read. */
     itemsUri: z.string().optional(),
     itemsSha256: z
@@ -258,6 +422,7 @@ export function newApprovalItem(
     expiresAtIso: new Date(exp * 1000).toISOString(),
     expiresAt: exp + RETAIN_AFTER_EXPIRY_SECONDS,
     recipients,
+    ...(request.outcomes === undefined ? {} : { outcomes: request.outcomes }),
     ...bound,
   };
   return { item, exp };
@@ -425,6 +590,8 @@ export async function composeMime(email: ApprovalEmail): Promise<Buffer> {
 export const decisionFormSchema = z.object({
   decision: z.enum(['approve', 'reject']),
   csrf: z.string().min(1),
+  /** The page's short code as typed (link-only mode); ignored with sign-in. */
+  code: z.string().max(64).optional(),
   comment: z
     .string()
     .max(MAX_COMMENT_CHARS)
@@ -450,10 +617,12 @@ export interface Decision {
 }
 
 export function decisionOf(form: DecisionForm, decidedBy: DecidedBy, now: Date): Decision {
+  // Bounded: the browser string and the token's names are the person's to choose.
+  const bounded = Object.fromEntries(Object.entries(decidedBy).map(([key, value]) => [key, String(value).slice(0, 300)])) as DecidedBy;
   return {
     state: form.decision === 'approve' ? 'APPROVED' : 'REJECTED',
     decidedAt: now.toISOString(),
-    decidedBy: { sourceIp: decidedBy.sourceIp, userAgent: decidedBy.userAgent.slice(0, 300) },
+    decidedBy: bounded,
     comment: form.comment,
   };
 }

@@ -19,6 +19,7 @@ export async function serveLocal(options: ServeOptions, until: Promise<unknown>,
     io.out(`serving on ${url} (data in ${runtime.dataDir}); Ctrl-C stops`);
     io.out(`  arena: ${url}/arena  (plays the latest selfplay-champion artifact; sign in with any user name)`);
     io.out(`  script sign-in: curl -X POST ${url}/_local/sign-in -d '{"username":"alice"}'`);
+    io.out('  approval links: sign in on the page with any user name and tick "member of approvers" to decide');
     await until;
   } finally {
     await runtime.stop();

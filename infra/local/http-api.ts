@@ -14,17 +14,22 @@
  * domains. Each AWS::Cognito::UserPoolDomain's https://<domain>.auth.<region>.amazoncognito.com
  * is rewritten in everything resolved after start (a function's environment, for one) to
  * <this server>/_local/cognito/<domain>, which serves the OAuth endpoints a page uses:
- *   GET  .../oauth2/authorize  a one-field sign-in form (a user name, no password: every local
- *                              user is trusted, as everything on loopback is);
+ *   GET  .../oauth2/authorize  a sign-in form: a user name (no password: every local user is
+ *                              trusted, as everything on loopback is) and a box per group of the
+ *                              pool (AWS::Cognito::UserPoolGroup), none ticked: membership is
+ *                              something the person chooses, as an admin grants it on AWS;
  *   POST .../oauth2/authorize  issues a one-time code and redirects to the client's callback;
  *   POST .../oauth2/token      exchanges the code (authorization_code grant, PKCE S256 checked
- *                              when the request had a code_challenge) for an ID and an access token;
+ *                              when the request had a code_challenge) for an ID and an access token,
+ *                              both with `cognito:groups` when the user is in a group;
  *   GET  .../logout            redirects to one of the client's sign-out URLs.
- * And POST /_local/sign-in {"username"?, "clientId"?} returns the same tokens at once, for
- * scripts and tests that have no browser. The client ids, callback URLs and issuers come from the
- * synthesized template, so a page that would be misconfigured on AWS fails here too. Tokens are
- * RS256, signed with a key made when the server starts and never written anywhere; a token
- * outlives neither the process nor a restart.
+ * And POST /_local/sign-in {"username"?, "groups"?, "clientId"?} returns the same tokens at once,
+ * for scripts and tests that have no browser. Without clientId it picks the app's only client,
+ * or else the only client whose pool has exactly the groups asked for (none by default: the
+ * arena's; ["approvers"]: the approval page's). The client ids, callback URLs, groups and issuers
+ * come from the synthesized template, so a page that would be misconfigured on AWS fails here
+ * too. Tokens are RS256, signed with a key made when the server starts and never written
+ * anywhere; a token outlives neither the process nor a restart.
  */
 import { createHash, generateKeyPairSync, randomBytes, randomUUID, sign, verify, type KeyObject } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -241,6 +246,7 @@ interface IssuedCode {
   readonly clientId: string;
   readonly redirectUri: string;
   readonly username: string;
+  readonly groups: readonly string[];
   readonly scopes: readonly string[];
   readonly challenge?: string;
   readonly expiresAt: number;
@@ -273,6 +279,23 @@ class LocalCognito {
     return this.resolver
       .resourcesOfType('AWS::Cognito::UserPoolDomain')
       .map(({ stack, logicalId, resource }) => this.resolver.refOf(stack, logicalId, resource));
+  }
+
+  /** The groups of a user pool (its Ref), from the template's AWS::Cognito::UserPoolGroup resources. */
+  groupsOf(pool: string): string[] {
+    const groups: string[] = [];
+    for (const { stack, resource } of this.resolver.resourcesOfType('AWS::Cognito::UserPoolGroup')) {
+      const props = this.resolver.resolve(stack, resource.Properties ?? {}) as { UserPoolId?: string; GroupName?: string };
+      if (String(props.UserPoolId) === pool && props.GroupName) groups.push(String(props.GroupName));
+    }
+    return groups.sort();
+  }
+
+  /** The groups asked for, each checked against the pool's; a message naming the first unknown one. */
+  private checkGroups(pool: string, asked: readonly string[]): string | undefined {
+    const known = this.groupsOf(pool);
+    const unknown = asked.find((group) => !known.includes(group));
+    return unknown === undefined ? undefined : `group ${JSON.stringify(unknown)} is not a group of this user pool (its groups: ${known.join(', ') || 'none'})`;
   }
 
   private poolOfDomain(domain: string): string | undefined {
@@ -319,15 +342,24 @@ class LocalCognito {
     return `${head}.${body}.${base64url(signature)}`;
   }
 
-  /** An ID and an access token shaped as Cognito's, for `username` of `client`. */
-  private tokens(client: LocalClient, username: string, scopes: readonly string[]) {
+  /** An ID and an access token shaped as Cognito's, for `username` (in `groups`) of `client`. */
+  private tokens(client: LocalClient, username: string, scopes: readonly string[], groups: readonly string[] = []) {
     const now = Math.floor(Date.now() / 1000);
     // A stable subject per pool and user name, as a real user keeps one sub.
     const sub = createHash('sha256')
       .update(`${client.userPool}\n${username}`)
       .digest('hex')
       .replace(/^(.{8})(.{4})(.{4})(.{4})(.{12}).*$/, '$1-$2-$3-$4-$5');
-    const common = { sub, iss: client.issuer, auth_time: now, iat: now, exp: now + TOKEN_SECONDS, origin_jti: randomUUID(), event_id: randomUUID() };
+    const common = {
+      sub,
+      ...(groups.length ? { 'cognito:groups': [...groups] } : {}),
+      iss: client.issuer,
+      auth_time: now,
+      iat: now,
+      exp: now + TOKEN_SECONDS,
+      origin_jti: randomUUID(),
+      event_id: randomUUID(),
+    };
     return {
       id_token: this.signJwt({ ...common, aud: client.clientId, token_use: 'id', 'cognito:username': username, jti: randomUUID() }),
       access_token: this.signJwt({ ...common, client_id: client.clientId, token_use: 'access', scope: scopes.join(' '), username, jti: randomUUID() }),
@@ -392,24 +424,33 @@ class LocalCognito {
   }
 
   private signIn(res: ServerResponse, body: Buffer): void {
-    let request: { username?: unknown; clientId?: unknown } = {};
+    let request: { username?: unknown; clientId?: unknown; groups?: unknown } = {};
     try {
       if (body.length) request = JSON.parse(body.toString('utf8')) as typeof request;
     } catch {
-      return sendJson(res, 400, { message: 'the body must be JSON: {"username"?: string, "clientId"?: string}' });
+      return sendJson(res, 400, { message: 'the body must be JSON: {"username"?: string, "groups"?: string[], "clientId"?: string}' });
     }
     const username = request.username ?? DEFAULT_USER;
     if (typeof username !== 'string' || !USER_NAME.test(username)) {
       return sendJson(res, 400, { message: `username must match ${USER_NAME} (got ${JSON.stringify(username)})` });
     }
+    const groups = request.groups ?? [];
+    if (!Array.isArray(groups) || !groups.every((g): g is string => typeof g === 'string')) {
+      return sendJson(res, 400, { message: `groups must be a list of group names (got ${JSON.stringify(request.groups)})` });
+    }
     const clients = this.clients();
-    const client = request.clientId === undefined && clients.length === 1 ? clients[0] : clients.find((c) => c.clientId === request.clientId);
+    const sameGroups = (c: LocalClient) => JSON.stringify(this.groupsOf(c.userPool)) === JSON.stringify([...new Set(groups)].sort());
+    const fitting = clients.length === 1 ? clients : clients.filter(sameGroups);
+    const client = request.clientId === undefined ? (fitting.length === 1 ? fitting[0] : undefined) : clients.find((c) => c.clientId === request.clientId);
     if (!client) {
+      const known = clients.map((c) => `${c.clientId} (groups: ${this.groupsOf(c.userPool).join(', ') || 'none'})`).join(', ');
       return sendJson(res, 400, {
-        message: `clientId must be one of ${clients.map((c) => c.clientId).join(', ') || '(no user pool client in the app)'} (got ${JSON.stringify(request.clientId)})`,
+        message: `clientId must be one of ${known || '(no user pool client in the app)'} (got ${JSON.stringify(request.clientId)})`,
       });
     }
-    sendJson(res, 200, this.tokens(client, username, client.scopes));
+    const unknown = this.checkGroups(client.userPool, groups);
+    if (unknown) return sendJson(res, 400, { message: unknown });
+    sendJson(res, 200, this.tokens(client, username, client.scopes, groups));
   }
 
   private authorizeEndpoint(res: ServerResponse, pool: string, url: URL, form: URLSearchParams, submitted: boolean): void {
@@ -437,18 +478,24 @@ class LocalCognito {
     }
     if (!submitted) {
       const hidden = [...form.entries()].map(([k, v]) => `<input type="hidden" name="${escapeHtml(k)}" value="${escapeHtml(v)}">`).join('');
+      const groups = this.groupsOf(pool)
+        .map((g) => `<label><input type="checkbox" name="groups" value="${escapeHtml(g)}"> member of ${escapeHtml(g)}</label> `)
+        .join('');
       return sendHtml(
         res,
         200,
         'Local sign-in',
-        `<p>Local mode: no password. Sign in as any user name.</p><form method="post" action="${escapeHtml(url.pathname)}">${hidden}` +
-          `<label>User name <input id="username" name="username" value="${DEFAULT_USER}"></label> <button id="local-sign-in" type="submit">Sign in</button></form>`,
+        `<p>Local mode: no password. Sign in as any user name${groups ? ', in the groups you tick' : ''}.</p><form method="post" action="${escapeHtml(url.pathname)}">${hidden}` +
+          `<label>User name <input id="username" name="username" value="${DEFAULT_USER}"></label> ${groups}<button id="local-sign-in" type="submit">Sign in</button></form>`,
       );
     }
     const username = form.get('username') || DEFAULT_USER;
     if (!USER_NAME.test(username)) return sendHtml(res, 400, 'Sign-in error', `<p>The user name must match ${escapeHtml(String(USER_NAME))}.</p>`);
+    const groups = [...new Set(form.getAll('groups'))];
+    const unknown = this.checkGroups(pool, groups);
+    if (unknown) return sendHtml(res, 400, 'Sign-in error', `<p>${escapeHtml(unknown)}.</p>`);
     const code = randomBytes(24).toString('base64url');
-    this.codes.set(code, { clientId: client.clientId, redirectUri, username, scopes, challenge, expiresAt: Date.now() + CODE_MS });
+    this.codes.set(code, { clientId: client.clientId, redirectUri, username, groups, scopes, challenge, expiresAt: Date.now() + CODE_MS });
     back({ code });
   }
 
@@ -469,7 +516,7 @@ class LocalCognito {
         return sendJson(res, 400, { error: 'invalid_grant', error_description: 'code_verifier does not match the code_challenge' });
       }
     }
-    sendJson(res, 200, this.tokens(client, issued.username, issued.scopes));
+    sendJson(res, 200, this.tokens(client, issued.username, issued.scopes, issued.groups));
   }
 }
 

@@ -56,6 +56,8 @@ export interface RuntimeOptions {
   readonly retryDelayMs?: number;
   /** The pipelines to run. Default: every registered pipeline. */
   readonly pipelines?: readonly PipelineEntry[];
+  /** CDK context over cdk.json's, as `cdk deploy -c key=value` gives it (e.g. `{ approvalSignIn: false }`). Default: none. */
+  readonly context?: Record<string, unknown>;
 }
 
 export interface LocalResources {
@@ -153,7 +155,7 @@ export class LocalRuntime extends EventEmitter {
     this.closers.push(() => this.batch.stop());
 
     const t1 = performance.now();
-    const { stacks, codeVersions } = synthesize(this.options.pipelines);
+    const { stacks, codeVersions } = synthesize(this.options.pipelines, this.options.context);
     const t2 = performance.now();
     saveCodeVersions(this.dataDir, codeVersions);
     const resolver = new TemplateResolver(stacks);

@@ -39,22 +39,26 @@ export interface Synthesized {
   codeVersions: CodeVersion[];
 }
 
-const synthesized = new Map<readonly PipelineEntry[] | undefined, Synthesized>();
+const synthesized = new Map<readonly PipelineEntry[] | undefined, Map<string, Synthesized>>();
 
 /**
- * Synthesizes the app in-process, bundling skipped (handlers run from source). Once per
- * process: a runtime restarted in the same process (tests, the CLI) reuses the templates.
+ * Synthesizes the app in-process, bundling skipped (handlers run from source), with `context`
+ * over cdk.json's (as `-c key=value` does). Once per process for the same pipelines and context:
+ * a runtime restarted in the same process (tests, the CLI) reuses the templates.
  */
-export function synthesize(pipelines?: readonly PipelineEntry[]): Synthesized {
-  let result = synthesized.get(pipelines);
+export function synthesize(pipelines?: readonly PipelineEntry[], context: Record<string, unknown> = {}): Synthesized {
+  const byContext = synthesized.get(pipelines) ?? new Map<string, Synthesized>();
+  synthesized.set(pipelines, byContext);
+  const key = JSON.stringify(context);
+  let result = byContext.get(key);
   if (!result) {
-    result = synthesizeNow(pipelines);
-    synthesized.set(pipelines, result);
+    result = synthesizeNow(pipelines, context);
+    byContext.set(key, result);
   }
   return result;
 }
 
-function synthesizeNow(pipelines: readonly PipelineEntry[] | undefined): Synthesized {
+function synthesizeNow(pipelines: readonly PipelineEntry[] | undefined, context: Record<string, unknown>): Synthesized {
   const outdir = mkdtempSync(join(tmpdir(), 'frontier-synth-'));
   try {
     const { app } = buildApp({
@@ -64,6 +68,7 @@ function synthesizeNow(pipelines: readonly PipelineEntry[] | undefined): Synthes
       fastSynth: true,
       env: { account: LOCAL_ACCOUNT, region: LOCAL_REGION },
       pipelines,
+      context,
     });
     const assembly = app.synth();
     const codeVersions = app.node

@@ -131,6 +131,11 @@ export class MolecularDiscoveryStack extends PipelineStack {
       onTimeout: 'continue',
       onReject: 'continue',
       resultPath: '$.approval',
+      outcomes: {
+        approve: 'Measures this batch with GFN2-xTB on the CPU queue; then the surrogate refits and proposes the next round.',
+        reject: 'Skips this batch and ends the loop: nothing more is measured, and everything measured so far goes into the report.',
+        timeout: 'Ends the loop as Reject does, keeping everything measured so far.',
+      },
     });
     const oracle = fanOut(this, 'oracle', {
       scope: steps,

@@ -127,6 +127,11 @@ export class ProbeStack extends PipelineStack {
       itemsUriPath: '$.config.approvalItemsUri',
       timeout: Duration.hours(1),
       resultPath: '$.steps.approval',
+      outcomes: {
+        approve: 'Publishes the summary as the next version of the probe-summary artifact.',
+        reject: 'Fails the run with ApprovalRejected; nothing is published.',
+        timeout: 'Fails the run with ApprovalTimedOut; nothing is published.',
+      },
     });
     const publish = publishArtifact(this, 'publish', {
       scope: steps,

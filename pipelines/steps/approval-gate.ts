@@ -3,7 +3,8 @@
  * the request and emails a signed link; the execution waits (free on a Standard workflow)
  * until a person decides on the approval page. Reject fails the task with `ApprovalRejected`;
  * a timeout applies the pipeline's policy. A gate may also show a batch of items (values and
- * drawings) from an items document in S3, named by `itemsUriPath`.
+ * drawings) from an items document in S3, named by `itemsUriPath`, and says in its own words
+ * what each decision does (`outcomes`), shown beside the buttons and in the email.
  */
 import { Duration } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
@@ -11,8 +12,7 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import type { Construct } from 'constructs';
 import { join } from 'node:path';
-import { APPROVAL_ITEMS_PREFIX } from '#shared/approval.ts';
-import { APPROVAL_REJECTED } from '#shared/approval.ts';
+import { APPROVAL_ITEMS_PREFIX, APPROVAL_REJECTED, MAX_OUTCOME_CHARS, type ApprovalOutcomes } from '#shared/approval.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { ENV } from '#shared/env.ts';
 import { REPO_ROOT } from './code-version.ts';
@@ -59,6 +59,29 @@ export interface ApprovalGateProps {
   readonly onReject?: 'fail' | 'continue';
   /** Where the decision goes: `{approved, approvalId, decidedAt, comment}`. */
   readonly resultPath: string;
+  /**
+   * What each decision does, in a sentence or two each (at most 300 characters), shown to the
+   * approver beside the buttons and in the email: e.g. `reject: 'Ends the loop, keeping
+   * everything measured.'`. Any one left out is said from `onReject` / `onTimeout` ("The run
+   * fails with ApprovalRejected.").
+   */
+  readonly outcomes?: Partial<ApprovalOutcomes>;
+}
+
+/** The outcomes the page shows: the gate's words, else what the Reject and timeout policies do. */
+export function gateOutcomes(props: Pick<ApprovalGateProps, 'outcomes' | 'onReject' | 'onTimeout'>): ApprovalOutcomes {
+  const given = props.outcomes ?? {};
+  for (const key of ['approve', 'reject', 'timeout'] as const) {
+    const text = given[key];
+    if (text !== undefined && (text.trim().length === 0 || text.length > MAX_OUTCOME_CHARS)) {
+      throw new ConfigError(`outcomes.${key}`, text, `must be a sentence of 1 to ${MAX_OUTCOME_CHARS} characters`);
+    }
+  }
+  return {
+    approve: given.approve ?? 'The run goes on past this gate.',
+    reject: given.reject ?? (props.onReject === 'continue' ? 'The run goes on without this step.' : 'The run fails with ApprovalRejected.'),
+    timeout: given.timeout ?? ((props.onTimeout ?? 'fail') === 'fail' ? 'The run fails with ApprovalTimedOut.' : 'The run goes on as if nobody had approved.'),
+  };
 }
 
 /** The approval-request Lambda of a stack, created once and shared by its gates. */
@@ -117,6 +140,7 @@ export function approvalGate(scope: Construct, stepId: string, props: ApprovalGa
   if (props.timeoutPath !== undefined && !/^\$(\.|\[)/.test(props.timeoutPath)) {
     throw new ConfigError('timeoutPath', props.timeoutPath, 'must be a JSONPath starting with "$." (e.g. "$.config.approvalTimeoutSeconds")');
   }
+  const outcomes = gateOutcomes(props);
   const fn = approvalRequestFunction(scope, props.scope);
   acknowledgeOnStateMachine(scope, [invokeGrantFinding(scope, fn.functionArn)]);
   const within = props.timeoutPath ? 'the configured timeout' : timeout.toHumanString();
@@ -128,6 +152,7 @@ export function approvalGate(scope: Construct, stepId: string, props: ApprovalGa
       executionId: sfn.JsonPath.stringAt('$$.Execution.Id'),
       pipeline: props.scope.pipeline,
       title: props.title,
+      outcomes,
       details: sfn.JsonPath.objectAt(props.detailsPath),
       ...(props.itemsUriPath === undefined ? {} : { itemsUri: sfn.JsonPath.stringAt(props.itemsUriPath) }),
       timeoutSeconds: props.timeoutPath ? sfn.JsonPath.numberAt(props.timeoutPath) : timeout.toSeconds(),

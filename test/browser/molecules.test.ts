@@ -1,8 +1,9 @@
 /**
  * The discovery loop's smoke run, driven from the inbox in headless Chromium: each round's email
  * is read from the outbox, its link opened, the batch on the page checked against the email, and
- * Approve clicked; then the oracle runs and the next round's email arrives. The last round is left
- * to time out (60 s at the smoke size), which ends the loop keeping everything measured.
+ * Approve clicked by a signed-in approver; then the oracle runs and the next round's email
+ * arrives. The last round is left to time out (60 s at the smoke size), which ends the loop
+ * keeping everything measured.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,6 +16,7 @@ import { MOLECULES_SIZES, MoleculesConfig } from '#pipelines/molecules/config.ts
 import { MOLECULES_PIPELINE } from '#pipelines/molecules/stack.ts';
 import { approvalLinkIn, nextEmailOrEnd, readEml, startTestRuntime, stopTestRuntime, waitFor, type ParsedEmail } from '../support/runtime.ts';
 import { launchChromium } from '../support/browser.ts';
+import { signInOnPage } from '../support/approver.ts';
 
 interface RoundSeen {
   email: ParsedEmail;
@@ -56,9 +58,12 @@ describe('molecular discovery smoke run, approved from the inbox in Chromium', (
         const emailSmiles = [...email.text.matchAll(/^\s*\d+\.\s+SMILES:\s+(\S+)/gm)].map((m) => m[1]!);
         const seen: RoundSeen = { email, emailSmiles, pageSmiles, drawings, jobsBefore: rt.counters().batchJobs, clicked: false };
         rounds.push(seen);
-        // Approve every round but the last, which is left to time out.
+        // Approve every round but the last, which is left to time out: signed in as a member of
+        // the approvers group, through the runtime's stand-in for Cognito.
         if (rounds.length <= config.rounds) {
-          await Promise.all([page.waitForResponse((r) => r.request().method() === 'POST'), page.click('#approve')]);
+          await signInOnPage(page, link);
+          const [response] = await Promise.all([page.waitForResponse((r) => r.request().method() === 'POST'), page.click('#approve')]);
+          await page.waitForSelector(`body[data-outcome="${response.status()}"]`);
           seen.clicked = true;
           assert.equal(await page.locator('h1').textContent(), 'Approved');
         }

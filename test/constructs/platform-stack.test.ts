@@ -164,13 +164,13 @@ describe('PlatformStack template', () => {
     });
   });
 
-  it('serves GET and POST /approvals/{id} from the approval Lambda, throttled and access-logged', () => {
+  it('serves GET and POST /approvals/{id} and GET /approvals from the approval Lambda, throttled and access-logged', () => {
     template.resourceCountIs('AWS::ApiGatewayV2::Api', 1);
     template.hasResourceProperties('AWS::ApiGatewayV2::Api', { ProtocolType: 'HTTP' });
     const routeKeys = resourcesOf(template, 'AWS::ApiGatewayV2::Route')
       .map((r) => r.Properties!['RouteKey'])
       .sort();
-    assert.deepEqual(routeKeys, ['GET /approvals/{id}', 'POST /approvals/{id}']);
+    assert.deepEqual(routeKeys, ['GET /approvals', 'GET /approvals/{id}', 'POST /approvals/{id}']);
     template.hasResourceProperties('AWS::ApiGatewayV2::Stage', {
       StageName: '$default',
       AutoDeploy: true,
@@ -245,6 +245,107 @@ describe('PlatformStack template', () => {
   });
 });
 
+/** The route with this key, and the authorizer it names (if any). */
+function routeOf(template: Template, routeKey: string): { AuthorizationType?: string; AuthorizerId?: { Ref: string } } {
+  const route = resourcesOf(template, 'AWS::ApiGatewayV2::Route').find((r) => r.Properties!['RouteKey'] === routeKey);
+  assert.ok(route, `route ${routeKey}`);
+  return route.Properties as { AuthorizationType?: string; AuthorizerId?: { Ref: string } };
+}
+
+describe('PlatformStack: approvers sign in by default', () => {
+  const { stack, template } = synthPlatform();
+  const env = () => {
+    const fns = template.findResources('AWS::Lambda::Function', { Properties: { Description: 'Approval page (GET) and decision (POST) for approval gates.' } });
+    return (Object.values(fns)[0] as { Properties: { Environment: { Variables: Record<string, unknown> } } }).Properties.Environment.Variables;
+  };
+
+  it('has a user pool without self sign-up, with an approvers group', () => {
+    template.resourceCountIs('AWS::Cognito::UserPool', 1);
+    template.hasResourceProperties('AWS::Cognito::UserPool', {
+      AdminCreateUserConfig: Match.objectLike({ AllowAdminCreateUserOnly: true }),
+      Policies: { PasswordPolicy: Match.objectLike({ MinimumLength: 12, RequireSymbols: true }) },
+    });
+    template.hasResourceProperties('AWS::Cognito::UserPoolGroup', {
+      GroupName: 'approvers',
+      UserPoolId: { Ref: Match.stringLikeRegexp('^ApproverSignInUsers') },
+    });
+    assert.equal(stack.approverSignIn?.groupName, 'approvers');
+  });
+
+  it('has a public PKCE client that returns to GET /approvals, and a managed-login domain', () => {
+    template.hasResourceProperties('AWS::Cognito::UserPoolClient', {
+      GenerateSecret: false,
+      AllowedOAuthFlows: ['code'],
+      AllowedOAuthScopes: ['openid', 'email', 'profile'],
+      CallbackURLs: [{ 'Fn::Join': ['', [{ 'Fn::GetAtt': [Match.stringLikeRegexp('^ApprovalHttpApi'), 'ApiEndpoint'] }, '/approvals']] }],
+      LogoutURLs: [{ 'Fn::Join': ['', [{ 'Fn::GetAtt': [Match.stringLikeRegexp('^ApprovalHttpApi'), 'ApiEndpoint'] }, '/approvals']] }],
+    });
+    template.resourceCountIs('AWS::Cognito::UserPoolDomain', 1);
+    template.hasResourceProperties('AWS::Cognito::UserPoolDomain', { ManagedLoginVersion: 2 });
+  });
+
+  it('puts a JWT authorizer for that client on POST only; the page and the sign-in return stay open', () => {
+    const post = routeOf(template, 'POST /approvals/{id}');
+    assert.equal(post.AuthorizationType, 'JWT');
+    const authorizers = template.findResources('AWS::ApiGatewayV2::Authorizer');
+    const authorizer = authorizers[post.AuthorizerId!.Ref] as Resource;
+    assert.ok(authorizer, 'the POST route names an authorizer of the stack');
+    const jwt = authorizer.Properties!['JwtConfiguration'] as { Audience: unknown[]; Issuer: unknown };
+    const [clientId] = Object.keys(template.findResources('AWS::Cognito::UserPoolClient'));
+    assert.deepEqual(jwt.Audience, [{ Ref: clientId }]);
+    assert.match(JSON.stringify(jwt.Issuer), /cognito-idp\./);
+    for (const key of ['GET /approvals/{id}', 'GET /approvals']) assert.notEqual(routeOf(template, key).AuthorizationType, 'JWT', key);
+  });
+
+  it('tells the function how to sign in and which group may decide', () => {
+    const variables = env();
+    assert.equal(variables['APPROVAL_SIGN_IN'], 'cognito');
+    assert.equal(variables['APPROVAL_GROUP'], 'approvers');
+    assert.deepEqual(variables['APPROVAL_CLIENT_ID'], { Ref: Object.keys(template.findResources('AWS::Cognito::UserPoolClient'))[0] });
+    assert.match(JSON.stringify(variables['APPROVAL_AUTH_DOMAIN']), /auth\./);
+    const [apiId] = Object.keys(template.findResources('AWS::ApiGatewayV2::Api'));
+    assert.deepEqual(variables['APPROVAL_BASE_URL'], { 'Fn::GetAtt': [apiId, 'ApiEndpoint'] });
+  });
+
+  it('outputs the pool id, saying how to add an approver', () => {
+    template.hasOutput('ApproverUserPoolId', {
+      Value: { Ref: Match.stringLikeRegexp('^ApproverSignInUsers') },
+      Description: Match.stringLikeRegexp('admin-add-user-to-group --group-name approvers'),
+    });
+  });
+});
+
+describe('PlatformStack: the link-only mode (approvalSignIn=false)', () => {
+  for (const [how, make] of [
+    ['prop', () => new PlatformStack(newApp(), 'Platform', { approvalSignIn: false })],
+    ['context string', () => new PlatformStack(newApp({ context: { approvalSignIn: 'false' } }), 'Platform')],
+  ] as const) {
+    it(`builds no user pool and no authorizer, and tells the function so (${how})`, () => {
+      const stack = make();
+      const template = Template.fromStack(stack);
+      assert.equal(stack.approverSignIn, undefined);
+      template.resourceCountIs('AWS::Cognito::UserPool', 0);
+      template.resourceCountIs('AWS::ApiGatewayV2::Authorizer', 0);
+      const routeKeys = resourcesOf(template, 'AWS::ApiGatewayV2::Route')
+        .map((r) => r.Properties!['RouteKey'])
+        .sort();
+      assert.deepEqual(routeKeys, ['GET /approvals/{id}', 'POST /approvals/{id}']);
+      template.hasResourceProperties('AWS::Lambda::Function', {
+        Description: 'Approval page (GET) and decision (POST) for approval gates.',
+        Environment: { Variables: Match.objectLike({ APPROVAL_SIGN_IN: 'link' }) },
+      });
+      assert.deepEqual(template.findOutputs('ApproverUserPoolId'), {});
+    });
+  }
+
+  it('throws naming the context flag when it is neither true nor false', () => {
+    assert.throws(
+      () => new PlatformStack(newApp({ context: { approvalSignIn: 'off' } }), 'Platform'),
+      (error: unknown) => error instanceof ConfigError && error.field === 'context approvalSignIn' && /"off"/.test(error.message),
+    );
+  });
+});
+
 describe('PlatformStack validation', () => {
   const throwsConfigError = (props: PlatformStackProps, field: string, context?: Record<string, unknown>) =>
     assert.throws(
@@ -288,61 +389,63 @@ describe('PlatformStack validation', () => {
 });
 
 describe('PlatformStack under cdk-nag (AwsSolutions)', () => {
-  it('synthesizes with no unacknowledged finding, each acknowledgement with a real reason', (t) => {
-    const outdir = mkdtempSync(join(tmpdir(), 'platform-nag-'));
-    try {
-      const app = newApp({ outdir });
-      new PlatformStack(app, 'Platform');
-      applyNag(app);
-
-      let failure: Error | undefined;
+  for (const approvalSignIn of [true, false]) {
+    it(`synthesizes with no unacknowledged finding, each acknowledgement with a real reason (approvalSignIn ${approvalSignIn})`, (t) => {
+      const outdir = mkdtempSync(join(tmpdir(), 'platform-nag-'));
       try {
-        app.synth();
-      } catch (error) {
-        failure = error as Error;
-      }
-      // On failure cdk-nag's findings are in validation-report.json; show them by rule.
-      if (failure) {
-        let findings = failure.message;
-        try {
-          const report = JSON.parse(readFileSync(join(outdir, 'validation-report.json'), 'utf8')) as {
-            pluginReports: { violations: { ruleName: string; severity: string; violatingConstructs?: { constructPath: string }[] }[] }[];
-          };
-          findings = report.pluginReports
-            .flatMap((p) => p.violations)
-            .map((v) => `${v.severity} ${v.ruleName}: ${(v.violatingConstructs ?? []).map((c) => c.constructPath).join(', ')}`)
-            .join('\n');
-        } catch {
-          // No report: the failure happened before validation, and its message says why.
-        }
-        assert.fail(`synth failed:\n${findings}`);
-      }
-      // Synth passes with warnings too; list them, and make sure no error slipped through.
-      // (A clean run leaves pluginReports empty; acknowledged findings are not listed.)
-      const report = JSON.parse(readFileSync(join(outdir, 'validation-report.json'), 'utf8')) as {
-        pluginReports: { pluginName: string; violations: { ruleName: string; severity: string }[] }[];
-      };
-      const violations = report.pluginReports.flatMap((p) => p.violations);
-      for (const v of violations) t.diagnostic(`${v.severity} ${v.ruleName}`);
-      assert.deepEqual(
-        violations.filter((v) => v.severity === 'error' || v.severity === 'fatal'),
-        [],
-      );
+        const app = newApp({ outdir });
+        new PlatformStack(app, 'Platform', { approvalSignIn });
+        applyNag(app);
 
-      // Acknowledgements live in construct metadata under Validations' key as { id: reason }.
-      const acknowledgements = app.node
-        .findAll()
-        .flatMap((c) => c.node.metadata)
-        .filter((m) => m.type === Validations.ACKNOWLEDGED_RULES_METADATA_KEY)
-        .flatMap((m) => Object.entries(m.data as Record<string, string>));
-      assert.ok(acknowledgements.length >= 8, `expected the stack's acknowledgements, got ${acknowledgements.length}`);
-      for (const [id, reason] of acknowledgements) {
-        assert.ok(typeof reason === 'string' && reason.trim().length >= 20, `acknowledgement ${id} has no real reason: ${JSON.stringify(reason)}`);
+        let failure: Error | undefined;
+        try {
+          app.synth();
+        } catch (error) {
+          failure = error as Error;
+        }
+        // On failure cdk-nag's findings are in validation-report.json; show them by rule.
+        if (failure) {
+          let findings = failure.message;
+          try {
+            const report = JSON.parse(readFileSync(join(outdir, 'validation-report.json'), 'utf8')) as {
+              pluginReports: { violations: { ruleName: string; severity: string; violatingConstructs?: { constructPath: string }[] }[] }[];
+            };
+            findings = report.pluginReports
+              .flatMap((p) => p.violations)
+              .map((v) => `${v.severity} ${v.ruleName}: ${(v.violatingConstructs ?? []).map((c) => c.constructPath).join(', ')}`)
+              .join('\n');
+          } catch {
+            // No report: the failure happened before validation, and its message says why.
+          }
+          assert.fail(`synth failed:\n${findings}`);
+        }
+        // Synth passes with warnings too; list them, and make sure no error slipped through.
+        // (A clean run leaves pluginReports empty; acknowledged findings are not listed.)
+        const report = JSON.parse(readFileSync(join(outdir, 'validation-report.json'), 'utf8')) as {
+          pluginReports: { pluginName: string; violations: { ruleName: string; severity: string }[] }[];
+        };
+        const violations = report.pluginReports.flatMap((p) => p.violations);
+        for (const v of violations) t.diagnostic(`${v.severity} ${v.ruleName}`);
+        assert.deepEqual(
+          violations.filter((v) => v.severity === 'error' || v.severity === 'fatal'),
+          [],
+        );
+
+        // Acknowledgements live in construct metadata under Validations' key as { id: reason }.
+        const acknowledgements = app.node
+          .findAll()
+          .flatMap((c) => c.node.metadata)
+          .filter((m) => m.type === Validations.ACKNOWLEDGED_RULES_METADATA_KEY)
+          .flatMap((m) => Object.entries(m.data as Record<string, string>));
+        assert.ok(acknowledgements.length >= 8, `expected the stack's acknowledgements, got ${acknowledgements.length}`);
+        for (const [id, reason] of acknowledgements) {
+          assert.ok(typeof reason === 'string' && reason.trim().length >= 20, `acknowledgement ${id} has no real reason: ${JSON.stringify(reason)}`);
+        }
+      } finally {
+        rmSync(outdir, { recursive: true, force: true });
       }
-    } finally {
-      rmSync(outdir, { recursive: true, force: true });
-    }
-  });
+    });
+  }
 });
 
 describe('applyNag', () => {

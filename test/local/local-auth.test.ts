@@ -19,7 +19,7 @@ import { pipelineNamed } from '#infra/cli/config.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { PROBE_PIPELINE } from '#pipelines/probe/stack.ts';
 import { ProbeConfig } from '#pipelines/probe/config.ts';
-import { nextEmail, startTestRuntime, stopTestRuntime, waitFor } from '../support/runtime.ts';
+import { approvalLinkIn, nextEmail, readEml, startTestRuntime, stopTestRuntime, waitFor } from '../support/runtime.ts';
 
 const region = 'us-east-1';
 
@@ -113,10 +113,14 @@ describe('loopback services take only this runtime’s signatures', () => {
     assert.notEqual(star.ETag, first.ETag);
   });
 
-  it('lists a waiting approval from the CLI while the runtime runs', async () => {
+  it('lists a waiting approval from the CLI while the runtime runs, and answers HEAD on its link with 405', async () => {
     const execution = rt.startExecution(PROBE_PIPELINE, { config: ProbeConfig.parse({ items: [2, 3], approve: true }) });
-    await nextEmail(rt);
+    const link = approvalLinkIn(readEml(await nextEmail(rt)).text);
     await waitFor('the run to wait at the gate', () => rt.pendingCallbacks(execution.executionArn) === 1);
+    // HEAD on the approval route: 405 naming the methods it takes, as on AWS (the route goes to the function).
+    const head = await fetch(link, { method: 'HEAD' });
+    assert.equal(head.status, 405);
+    assert.equal(head.headers.get('allow'), 'GET, POST');
     // Asynchronously: the runtime in this process answers the CLI's requests meanwhile.
     const cli = await promisify(execFile)(
       join(REPO_ROOT, 'node_modules/.bin/node'),

@@ -1,22 +1,19 @@
 /**
  * Answering approval emails in end-to-end tests as the approver would: follow the link, read
- * the page's form, post the decision.
+ * the page's form, sign in as a member of the approvers group, post the decision.
  */
 import assert from 'node:assert/strict';
 import type { Execution, ExecutionRecord, LocalRuntime } from '#infra/local/runtime.ts';
+import { approverSession, postDecision } from './approver.ts';
 import { approvalLinkIn, nextEmailOrEnd, readEml, waitFor, type ParsedEmail } from './runtime.ts';
 
-/** Follows the email's link as the approver would, and posts the decision from the page's form. */
+/** Follows the email's link as the approver would, signs in, and posts the decision from the page's form. */
 export async function decide(email: ParsedEmail, decision: 'approve' | 'reject'): Promise<string> {
   const link = approvalLinkIn(email.text);
   const page = await (await fetch(link)).text();
   const csrf = /name="csrf" value="([^"]+)"/.exec(page)?.[1];
   assert.ok(csrf, `the approval page has a form:\n${page.slice(0, 500)}`);
-  const posted = await fetch(link, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ decision, csrf }).toString(),
-  });
+  const posted = await postDecision(link, decision, { csrf, session: await approverSession(link) });
   assert.equal(posted.status, 200, await posted.clone().text());
   return page;
 }

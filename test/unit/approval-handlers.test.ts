@@ -10,7 +10,9 @@ import { SendTaskFailureCommand, SendTaskSuccessCommand, SFNClient, SFNServiceEx
 import { DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { mockClient } from 'aws-sdk-client-mock';
-import { approvalDigest, linkSignature } from '#shared/approval.ts';
+import { approvalDigest, csrfToken, decisionCode, linkSignature, parseApprovalHttpEvent } from '#shared/approval.ts';
+import { approvalPage, decideApproval, openApproval, type ApprovalDesk, type OpenedApproval } from '#shared/approval-gate.ts';
+import { PAGE_SCRIPT } from '#shared/approval-page.ts';
 import { ConfigError, NotFoundError } from '#shared/errors.ts';
 import { sha256Hex } from '#shared/json.ts';
 import { captureOutput, type OutputCapture } from '../support/output.ts';
@@ -25,7 +27,22 @@ Object.assign(process.env, {
   APPROVAL_BASE_URL: BASE_URL,
   BUCKET_NAME: 'frontier-bucket',
   APPROVER_EMAIL: 'owner@example.com',
+  // The default: deciding needs a signed-in member of the approvers group.
+  APPROVAL_SIGN_IN: 'cognito',
+  APPROVAL_AUTH_DOMAIN: 'https://approvals-abc.auth.us-east-1.amazoncognito.com',
+  APPROVAL_CLIENT_ID: 'approval-client-1',
+  APPROVAL_GROUP: 'approvers',
 });
+
+/** The claims API Gateway's JWT authorizer hands over for a member of the approvers group (arrays flattened as it does). */
+const APPROVER_CLAIMS: Record<string, string> = {
+  sub: '7d0c7b1e-1111-4c2a-9d1e-000000000001',
+  'cognito:username': 'alice',
+  email: 'alice@example.com',
+  'cognito:groups': '[approvers]',
+  token_use: 'id',
+  aud: 'approval-client-1',
+};
 
 const ddb = mockClient(DynamoDBDocumentClient);
 const sfn = mockClient(SFNClient);
@@ -118,7 +135,7 @@ async function requestAndCapture(event: object = approvalEvent) {
   return { result, put, email, mime, decoded, link: new URL(link), item: put.Item! };
 }
 
-function httpEvent(method: string, url: URL, body?: string, isBase64Encoded = false): APIGatewayProxyEventV2 {
+function httpEvent(method: string, url: URL, body?: string, isBase64Encoded = false, claims?: Record<string, string>): APIGatewayProxyEventV2 {
   const id = url.pathname.split('/').at(-1)!;
   return {
     version: '2.0',
@@ -139,10 +156,11 @@ function httpEvent(method: string, url: URL, body?: string, isBase64Encoded = fa
       stage: '$default',
       time: '01/Jan/2027:00:00:00 +0000',
       timeEpoch: 1_798_761_600_000,
+      ...(claims ? { authorizer: { jwt: { claims, scopes: null } } } : {}),
     },
     body,
     isBase64Encoded,
-  };
+  } as APIGatewayProxyEventV2;
 }
 
 const bodyOf = (response: APIGatewayProxyStructuredResultV2) => String(response.body);
@@ -153,19 +171,27 @@ async function getPage(link: URL) {
   return { response, html: bodyOf(response) };
 }
 
-async function post(link: URL, fields: Record<string, string>, base64 = false) {
+/** POSTs a decision as the signed-in approver (the JWT authorizer's claims), unless `claims` says otherwise. */
+async function post(link: URL, fields: Record<string, string>, base64 = false, claims: Record<string, string> | null = APPROVER_CLAIMS) {
   const body = new URLSearchParams(fields).toString();
-  return approvalApi(httpEvent('POST', link, base64 ? Buffer.from(body).toString('base64') : body, base64));
+  return approvalApi(httpEvent('POST', link, base64 ? Buffer.from(body).toString('base64') : body, base64, claims ?? undefined));
 }
+
+/** The page without its own script blocks (the settings and the hashed script), to look for anything else. */
+const withoutOwnScripts = (html: string) =>
+  html.replace(`<script>${PAGE_SCRIPT}</script>`, '').replace(/<script type="application\/json" id="approval-config">[^<]*<\/script>/, '');
 
 function assertPageHeaders(response: APIGatewayProxyStructuredResultV2) {
   const headers = response.headers ?? {};
+  const csp = String(headers['Content-Security-Policy']);
   assert.equal(headers['Content-Type'], 'text/html; charset=utf-8');
   assert.equal(headers['Cache-Control'], 'no-store');
   assert.equal(headers['Referrer-Policy'], 'no-referrer');
   assert.equal(headers['X-Frame-Options'], 'DENY');
-  assert.doesNotMatch(String(headers['Content-Security-Policy']), /script-src|unsafe-inline|unsafe-eval/);
-  assert.match(String(headers['Content-Security-Policy']), /default-src 'none'/);
+  // One script, allowed by its hash; nothing inline by permission, nothing evaluated.
+  assert.match(csp, /script-src 'sha256-[A-Za-z0-9+/]+=*'(;|$)/);
+  assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
+  assert.match(csp, /default-src 'none'/);
 }
 
 describe('approval-request handler', () => {
@@ -196,7 +222,8 @@ describe('approval-request handler', () => {
     const exp = Math.floor(Date.parse(item.expiresAtIso) / 1000);
     assert.equal(link.searchParams.get('exp'), String(exp));
     assert.equal(link.searchParams.get('sig'), linkSignature(SIGNING_KEY, result.approvalId, exp));
-    assert.ok(decoded.includes('note: <script>alert("x")</script>'), 'text part lists the details');
+    assert.ok(decoded.includes('Note: <script>alert("x")</script>'), 'text part lists the details, keys as words');
+    assert.ok(decoded.includes('Win rate: 0.62'), 'camelCase keys as words');
     assert.ok(decoded.includes('&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;'), 'html part escapes them');
   });
 
@@ -249,12 +276,12 @@ describe('approval-api GET', () => {
     assertPageHeaders(response);
     assert.ok(html.includes('Promote &lt;policy&gt; &quot;v7&quot;'));
     assert.ok(html.includes('&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;'));
-    assert.ok(!html.includes('<script'));
+    assert.ok(!withoutOwnScripts(html).includes('<script'));
     assert.ok(html.includes('rlhf'));
     assert.match(html, /id="state">PENDING</);
     assert.match(html, /<button id="approve"/);
     assert.match(html, /<button id="reject"/);
-    assert.match(html, /<form method="post" action="[^"]*\?exp=\d+&amp;sig=[^"]+"/);
+    assert.match(html, /<form id="decision-form" method="post" action="[^"]*\?exp=\d+&amp;sig=[^"]+" hidden>/);
     const action = html.match(/action="([^"]+)"/)![1]!.replaceAll('&amp;', '&');
     assert.equal(new URL(action, link).href, link.href, 'the form posts back to the same URL');
     assert.equal(csrfOf(html).length, 43);
@@ -272,16 +299,53 @@ describe('approval-api GET', () => {
         ...item,
         state: 'APPROVED',
         decidedAt: '2027-01-01T10:00:00.000Z',
-        decidedBy: { sourceIp: '198.51.100.4', userAgent: 'Firefox' },
+        decidedBy: { sourceIp: '198.51.100.4', userAgent: 'Firefox', via: 'sign-in', sub: 'sub-1', username: 'alice', email: 'alice@example.com' },
         comment: 'looks <fine>',
       },
     });
     const { response, html } = await getPage(link);
     assert.equal(response.statusCode, 200);
     assert.match(html, /id="state">APPROVED</);
-    assert.match(html, /Approved at 2027-01-01T10:00:00\.000Z from 198\.51\.100\.4 \(Firefox\)/);
+    assert.match(html, /Approved by alice \(alice@example\.com\) at <time id="decided-at" datetime="2027-01-01T10:00:00\.000Z">.*2027-01-01 10:00 UTC/);
     assert.ok(html.includes('looks &lt;fine&gt;'));
     assert.ok(!html.includes('id="approve"') && !html.includes('name="csrf"'));
+
+    // An item decided before sign-in existed: only the address and browser are known.
+    ddb.on(GetCommand).resolves({
+      Item: { ...item, state: 'REJECTED', decidedAt: '2027-01-01T10:00:00.000Z', decidedBy: { sourceIp: '198.51.100.4', userAgent: 'Firefox' } },
+    });
+    assert.match((await getPage(link)).html, /Rejected from 198\.51\.100\.4 \(Firefox\) at <time/);
+  });
+
+  it('offers sign-in to the approvers group: the settings for the page script, the Cognito domain allowed to connect', async () => {
+    const { link } = await requestAndCapture();
+    const { response, html } = await getPage(link);
+    const config = JSON.parse(html.match(/<script type="application\/json" id="approval-config">([^<]*)<\/script>/)![1]!);
+    assert.deepEqual(config.signIn, {
+      mode: 'cognito',
+      domain: 'https://approvals-abc.auth.us-east-1.amazoncognito.com',
+      clientId: 'approval-client-1',
+      redirectUri: `${BASE_URL}/approvals`,
+      scopes: ['openid', 'email', 'profile'],
+      group: 'approvers',
+    });
+    assert.match(String(response.headers?.['Content-Security-Policy']), /connect-src 'self' https:\/\/approvals-abc\.auth\.us-east-1\.amazoncognito\.com;/);
+    assert.match(html, /<button id="sign-in" type="button">Sign in to decide<\/button>/);
+    assert.match(html, /member of the <strong>approvers<\/strong> group/);
+    assert.ok(!html.includes('id="code-input"'), 'no code to type with sign-in');
+  });
+
+  it('serves the page sign-in returns to at GET /approvals, which decides nothing', async () => {
+    const response = await approvalApi({
+      ...httpEvent('GET', new URL(`${BASE_URL}/approvals?code=abc&state=xyz`)),
+      pathParameters: undefined,
+      routeKey: 'GET /approvals',
+    });
+    assert.equal(response.statusCode, 200);
+    assertPageHeaders(response);
+    assert.match(bodyOf(response), /<p id="sign-in-return" role="status">/);
+    assert.equal(ddb.calls().length, 0);
+    assert.equal(sfn.calls().length, 0);
   });
 
   it('answers a forged signature, a tampered id and an unknown id with 403', async () => {
@@ -343,7 +407,14 @@ describe('approval-api POST', () => {
     assert.equal(update.ConditionExpression, '#state = :pending');
     assert.equal(update.ExpressionAttributeValues?.[':pending'], 'PENDING');
     assert.equal(update.ExpressionAttributeValues?.[':state'], 'APPROVED');
-    assert.deepEqual(update.ExpressionAttributeValues?.[':decidedBy'], { sourceIp: '203.0.113.9', userAgent: 'Mozilla/5.0 (test)' });
+    assert.deepEqual(update.ExpressionAttributeValues?.[':decidedBy'], {
+      sourceIp: '203.0.113.9',
+      userAgent: 'Mozilla/5.0 (test)',
+      via: 'sign-in',
+      sub: APPROVER_CLAIMS.sub,
+      username: 'alice',
+      email: 'alice@example.com',
+    });
     assert.equal(update.ExpressionAttributeValues?.[':comment'], 'ship it');
 
     const calls = sfn.commandCalls(SendTaskSuccessCommand);
@@ -427,6 +498,41 @@ describe('approval-api POST', () => {
     assert.equal(response.statusCode, 400);
     assert.match(bodyOf(response), /form\.comment/);
     assert.equal(ddb.commandCalls(UpdateCommand).length, 0);
+  });
+
+  it('refuses a POST that reached it without a signed-in person (401) and changes nothing', async () => {
+    const { link } = await requestAndCapture();
+    const { html } = await getPage(link);
+    const response = await post(link, { decision: 'approve', csrf: csrfOf(html) }, false, null);
+    assert.equal(response.statusCode, 401);
+    assertPageHeaders(response);
+    assert.match(bodyOf(response), /<h1>Sign in to decide<\/h1>/);
+    assert.equal(ddb.commandCalls(UpdateCommand).length, 0);
+    assert.equal(sfn.calls().length, 0);
+  });
+
+  it('refuses a signed-in person outside the approvers group (403), naming them, and changes nothing', async () => {
+    const { link } = await requestAndCapture();
+    const { html } = await getPage(link);
+    for (const groups of [undefined, '[players]', '[approvers-old admins]']) {
+      const claims: Record<string, string> = { ...APPROVER_CLAIMS, 'cognito:username': 'mallory' };
+      if (groups === undefined) delete claims['cognito:groups'];
+      else claims['cognito:groups'] = groups;
+      const response = await post(link, { decision: 'approve', csrf: csrfOf(html) }, false, claims);
+      assert.equal(response.statusCode, 403, String(groups));
+      assert.match(bodyOf(response), /You are not an approver/);
+      assert.match(bodyOf(response), /signed in as mallory, who is not a member of the approvers group/);
+    }
+    assert.equal(ddb.commandCalls(UpdateCommand).length, 0);
+    assert.equal(sfn.calls().length, 0);
+  });
+
+  it('reads the groups claim as API Gateway flattens it, among other groups', async () => {
+    const { link } = await requestAndCapture();
+    const { html } = await getPage(link);
+    const response = await post(link, { decision: 'reject', csrf: csrfOf(html) }, false, { ...APPROVER_CLAIMS, 'cognito:groups': '[admins approvers]' });
+    assert.equal(response.statusCode, 200);
+    assert.equal(sfn.commandCalls(SendTaskFailureCommand).length, 1);
   });
 
   it('says the run no longer waits when the task timed out, keeping the decision', async () => {
@@ -580,7 +686,7 @@ describe('approval-api GET with an items document', () => {
     assert.deepEqual(rowIndexes(html), [0, 1]);
     assert.ok(html.includes('<td data-column="smiles">CC(=O)&lt;b&gt;</td>'));
     assert.equal((html.match(/<img alt="[^"]+" src="data:image\/svg\+xml;base64,/g) ?? []).length, 2);
-    assert.ok(!html.includes('<svg') && !html.includes('<script'));
+    assert.ok(!html.includes('<svg') && !withoutOwnScripts(html).includes('<script'));
     assert.match(html, /<button id="approve"/);
   });
 
@@ -629,5 +735,71 @@ describe('approval-api GET with an items document', () => {
     assert.equal(response.statusCode, 200);
     assert.equal(s3.commandCalls(GetObjectCommand).length, 0);
     assert.equal(sfn.commandCalls(SendTaskSuccessCommand).length, 1);
+  });
+});
+
+// ---- the link-only mode ----------------------------------------------------------------------
+
+describe('approval gate in the link-only mode (approvalSignIn=false)', () => {
+  const desk: ApprovalDesk = {
+    table: 'frontier-table',
+    signingKey: () => Promise.resolve(SIGNING_KEY),
+    signIn: { mode: 'link' },
+  };
+
+  async function opened(): Promise<{ link: URL; approval: OpenedApproval }> {
+    const { link } = await requestAndCapture();
+    const approval = await openApproval(desk, parseApprovalHttpEvent(httpEvent('GET', link)));
+    assert.ok(!('refused' in approval));
+    return { link, approval };
+  }
+
+  const decideAs = (link: URL, approval: OpenedApproval, fields: Record<string, string>, claims?: Record<string, string>) =>
+    decideApproval(desk, parseApprovalHttpEvent(httpEvent('POST', link, new URLSearchParams(fields).toString(), false, claims)), approval);
+
+  it('shows the short code to type, and a plain form that needs it', async () => {
+    const { link, approval } = await opened();
+    const exp = Number(link.searchParams.get('exp'));
+    assert.equal(approval.code, decisionCode(SIGNING_KEY, approval.id, exp));
+    assert.match(approval.code, /^[A-HJ-NP-Z2-9]{6}$/);
+    const html = await approvalPage(desk, approval);
+    assert.ok(html.includes(`<strong class="code" id="decision-code">${approval.code}</strong>`));
+    assert.match(html, /<input id="code-input" name="code" required /);
+    assert.match(html, /<form id="decision-form" method="post" action="[^"]+">/, 'the form is shown, not hidden');
+    assert.ok(!html.includes('id="sign-in"'));
+  });
+
+  it('refuses a decision without the code, or with another, changing nothing', async () => {
+    const { link, approval } = await opened();
+    const csrf = csrfToken(SIGNING_KEY, approval.id, Number(link.searchParams.get('exp')));
+    for (const code of [undefined, '', 'AAAAAA']) {
+      const fields: Record<string, string> = { decision: 'approve', csrf, ...(code === undefined ? {} : { code }) };
+      const result = await decideAs(link, approval, fields);
+      assert.ok('refused' in result, String(code));
+      assert.equal(result.refused, 'codeRequired', String(code));
+    }
+    assert.equal(ddb.commandCalls(UpdateCommand).length, 0);
+    assert.equal(sfn.calls().length, 0);
+  });
+
+  it('decides with the code typed (any case, spaces ignored), recording how', async () => {
+    const { link, approval } = await opened();
+    const csrf = csrfToken(SIGNING_KEY, approval.id, Number(link.searchParams.get('exp')));
+    const typed = ` ${approval.code.slice(0, 3).toLowerCase()} ${approval.code.slice(3)} `;
+    const result = await decideAs(link, approval, { decision: 'approve', csrf, code: typed });
+    assert.ok(!('refused' in result), JSON.stringify(result));
+    assert.deepEqual(ddb.commandCalls(UpdateCommand)[0]!.args[0].input.ExpressionAttributeValues?.[':decidedBy'], {
+      sourceIp: '203.0.113.9',
+      userAgent: 'Mozilla/5.0 (test)',
+      via: 'link-and-code',
+    });
+    assert.equal(sfn.commandCalls(SendTaskSuccessCommand).length, 1);
+  });
+
+  it('still refuses a wrong anti-forgery token before looking at the code', async () => {
+    const { link, approval } = await opened();
+    const result = await decideAs(link, approval, { decision: 'approve', csrf: 'x'.repeat(43), code: approval.code });
+    assert.ok('refused' in result);
+    assert.equal(result.refused, 'forged');
   });
 });

@@ -3,12 +3,15 @@ import assert from 'node:assert/strict';
 import {
   approvalDigest,
   approvalItemsSchema,
+  approvalSignInFromEnv,
+  approverFromClaims,
   approvalItemsView,
   approvalLink,
   checkItemsUri,
   checkLink,
   composeMime,
   csrfToken,
+  decisionCode,
   decisionOf,
   decisionUpdate,
   linkSignature,
@@ -16,7 +19,10 @@ import {
   MAX_ITEM_SVG_BYTES,
   memoizeAsync,
   newApprovalId,
+  groupsOfClaim,
   newApprovalItem,
+  normalizeDecisionCode,
+  parseApprovalHttpEvent,
   parseApprovalItem,
   parseApprovalItems,
   parseApprovalRequest,
@@ -32,12 +38,16 @@ import {
 } from '#shared/approval.ts';
 import {
   CONTENT_SECURITY_POLICY,
+  contentSecurityPolicy,
   escapeHtml,
   formAction,
+  humanLabel,
   messageResponse,
+  PAGE_SCRIPT,
   renderApprovalEmail,
   renderApprovalPage,
   svgDataUri,
+  utcText,
 } from '#shared/approval-page.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { canonicalJson, sha256Hex } from '#shared/json.ts';
@@ -45,6 +55,10 @@ import { canonicalJson, sha256Hex } from '#shared/json.ts';
 const KEY = `${'k'.repeat(16)}-test-signing-key`;
 const ID = 'AAAAAAAAAAAAAAAAAAAAAA';
 const NOW = 1_800_000_000;
+
+/** A page without its own script blocks (the settings and the hashed script), to look for anything else. */
+const withoutOwnScripts = (html: string) =>
+  html.replace(`<script>${PAGE_SCRIPT}</script>`, '').replace(/<script type="application\/json" id="approval-config">[^<]*<\/script>/, '');
 
 const request: ApprovalRequest = {
   taskToken: 'TOKEN-a1b2c3-secret-task-token-value',
@@ -281,9 +295,10 @@ describe('approval page rendering', () => {
 
   it('escapes the title and details, and shows buttons only while pending', () => {
     const html = renderApprovalPage(toApprovalView(ID, item), { action: formAction(ID, NOW, 'sig'), csrf: 'CSRF' });
-    assert.ok(!html.includes('<script>'));
+    assert.ok(!withoutOwnScripts(html).includes('<script'));
     assert.ok(html.includes('&lt;script&gt;alert(1)&lt;/script&gt;'));
     assert.ok(html.includes('&lt;i&gt;key&lt;/i&gt;'));
+    assert.ok(html.includes('<tr data-key="&lt;i&gt;key&lt;/i&gt;">'), 'the raw key stays as an attribute');
     assert.ok(html.includes('Ship &quot;v7&quot; &amp; &lt;b&gt;more&lt;/b&gt;'));
     assert.match(html, /<button id="approve"[^>]*name="decision" value="approve"/);
     assert.match(html, /<button id="reject"[^>]*name="decision" value="reject"/);
@@ -296,14 +311,17 @@ describe('approval page rendering', () => {
         ...item,
         state: 'REJECTED',
         decidedAt: '2027-01-01T00:00:00.000Z',
-        decidedBy: { sourceIp: '198.51.100.7', userAgent: '<ua>' },
+        decidedBy: { sourceIp: '198.51.100.7', userAgent: '<ua>', via: 'link-and-code' },
         comment: 'not <yet>',
       }),
       { action: 'x', csrf: 'CSRF' },
     );
     assert.ok(!decided.includes('id="approve"'));
     assert.ok(!decided.includes('CSRF'));
-    assert.match(decided, /Rejected at 2027-01-01T00:00:00.000Z from 198\.51\.100\.7 \(&lt;ua&gt;\)/);
+    assert.match(
+      decided,
+      /Rejected with the link and its code from 198\.51\.100\.7 \(&lt;ua&gt;\) at <time id="decided-at" datetime="2027-01-01T00:00:00.000Z">/,
+    );
     assert.ok(decided.includes('not &lt;yet&gt;'));
   });
 
@@ -315,8 +333,124 @@ describe('approval page rendering', () => {
     assert.equal(response.headers?.['Referrer-Policy'], 'no-referrer');
     assert.equal(response.headers?.['X-Frame-Options'], 'DENY');
     assert.match(CONTENT_SECURITY_POLICY, /default-src 'none'/);
-    assert.doesNotMatch(CONTENT_SECURITY_POLICY, /script-src|unsafe-inline/);
+    assert.match(CONTENT_SECURITY_POLICY, /script-src 'sha256-[^']+'(;|$)/, 'one script, by its hash');
+    assert.doesNotMatch(CONTENT_SECURITY_POLICY, /unsafe-inline|unsafe-eval|connect-src/);
     assert.match(String(response.body), /This link has expired/);
+  });
+
+  it('lets the page reach the Cognito domain only where sign-in is on', () => {
+    const csp = contentSecurityPolicy({
+      mode: 'cognito',
+      domain: 'https://approvals-x.auth.us-east-1.amazoncognito.com',
+      clientId: 'c',
+      redirectUri: 'https://api.example.com/approvals',
+      scopes: ['openid'],
+      group: 'approvers',
+    });
+    assert.match(csp, /connect-src 'self' https:\/\/approvals-x\.auth\.us-east-1\.amazoncognito\.com(;|$)/);
+    assert.doesNotMatch(contentSecurityPolicy({ mode: 'link' }), /connect-src/);
+  });
+
+  it('puts what each decision does and the controls before the details and items', () => {
+    const outcomes = { approve: 'Measures the batch.', reject: 'Ends the loop, keeping what was measured.', timeout: 'Ends the loop too.' };
+    const html = renderApprovalPage(toApprovalView(ID, { ...item, outcomes }), { action: 'x', csrf: 'CSRF' });
+    assert.ok(html.includes('<li id="outcome-approve"><strong>Approve</strong>: Measures the batch.</li>'));
+    assert.ok(html.includes('<li id="outcome-reject"><strong>Reject</strong>: Ends the loop, keeping what was measured.</li>'));
+    assert.match(html, /<li id="outcome-timeout"><strong>No decision<\/strong> by <time id="expires" datetime="[^"]+">.*: Ends the loop too\.<\/li>/);
+    const at = (needle: string) => html.indexOf(needle);
+    assert.ok(at('id="outcomes"') < at('id="approve"') && at('id="approve"') < at('class="details"'), 'outcomes, then buttons, then details');
+    // A request made before gates said what their outcomes are.
+    const generic = renderApprovalPage(toApprovalView(ID, item), { action: 'x', csrf: 'CSRF' });
+    assert.ok(generic.includes('<strong>Reject</strong>: The run does not go on past this gate.'));
+  });
+
+  it("shows times in UTC, marked up for the script to add the reader's local time", () => {
+    assert.equal(utcText('2027-01-01T10:00:00.000Z'), '2027-01-01 10:00 UTC');
+    assert.equal(utcText('2027-01-01T10:00:07.000Z'), '2027-01-01 10:00:07 UTC');
+    const html = renderApprovalPage(toApprovalView(ID, item), { action: 'x', csrf: 'CSRF' });
+    assert.match(
+      html,
+      new RegExp(
+        `<time id="expires" datetime="${item.expiresAtIso}"><span class="local" hidden></span><span class="utc">${utcText(item.expiresAtIso)}</span></time>`,
+      ),
+    );
+  });
+});
+
+describe('detail labels', () => {
+  it('turns keys into words in sentence case, keeping acronyms', () => {
+    const cases: [string, string][] = [
+      ['knownFromEarlierRuns', 'Known from earlier runs'],
+      ['count', 'Count'],
+      ['winRate', 'Win rate'],
+      ['hit_threshold', 'Hit threshold'],
+      ['best-predicted', 'Best predicted'],
+      ['maxRPS', 'Max RPS'],
+      ['HTTPServerURL', 'HTTP server URL'],
+      ['round2Hits', 'Round2 hits'],
+      ['Already words', 'Already words'],
+    ];
+    for (const [key, label] of cases) assert.equal(humanLabel(key), label, key);
+  });
+});
+
+describe('who may decide', () => {
+  const claims = { sub: 'sub-1', 'cognito:username': 'alice', email: 'alice@example.com', 'cognito:groups': '[approvers]' };
+
+  it('reads the groups claim in the forms it arrives in', () => {
+    assert.deepEqual(groupsOfClaim('[approvers admins]'), ['approvers', 'admins']);
+    assert.deepEqual(groupsOfClaim('["approvers","admins"]'), ['approvers', 'admins']);
+    assert.deepEqual(groupsOfClaim('approvers'), ['approvers']);
+    assert.deepEqual(groupsOfClaim('[]'), []);
+    assert.deepEqual(groupsOfClaim(undefined), []);
+  });
+
+  it('accepts a member of the group with sub, user name and email; names a non-member; treats no claims as signed out', () => {
+    assert.deepEqual(approverFromClaims(claims, 'approvers'), { ok: true, approver: { sub: 'sub-1', username: 'alice', email: 'alice@example.com' } });
+    assert.deepEqual(approverFromClaims({ ...claims, 'cognito:groups': '[players]' }, 'approvers'), { ok: false, reason: 'notApprover', username: 'alice' });
+    assert.deepEqual(approverFromClaims({ sub: 's', username: 'bob' }, 'approvers'), { ok: false, reason: 'notApprover', username: 'bob' });
+    assert.deepEqual(approverFromClaims(undefined, 'approvers'), { ok: false, reason: 'signedOut' });
+    assert.deepEqual(approverFromClaims({}, 'approvers'), { ok: false, reason: 'signedOut' });
+  });
+
+  it('takes the claims from the JWT authorizer of the HTTP event, and none without it', () => {
+    const base = { requestContext: { http: { method: 'POST', sourceIp: '203.0.113.9', userAgent: 'UA' } }, pathParameters: { id: ID } };
+    const signedIn = parseApprovalHttpEvent({ ...base, requestContext: { ...base.requestContext, authorizer: { jwt: { claims, scopes: null } } } });
+    assert.deepEqual(signedIn.claims, claims);
+    assert.deepEqual(signedIn.client, { sourceIp: '203.0.113.9', userAgent: 'UA' });
+    assert.equal(parseApprovalHttpEvent(base).claims, undefined);
+  });
+
+  it('reads the sign-in settings from the environment, naming a missing variable', () => {
+    const env = {
+      APPROVAL_SIGN_IN: 'cognito',
+      APPROVAL_AUTH_DOMAIN: 'https://a.auth.us-east-1.amazoncognito.com/',
+      APPROVAL_CLIENT_ID: 'client',
+      APPROVAL_GROUP: 'approvers',
+      APPROVAL_BASE_URL: 'https://api.example.com',
+    };
+    assert.deepEqual(approvalSignInFromEnv(env, 'APPROVAL_BASE_URL'), {
+      mode: 'cognito',
+      domain: 'https://a.auth.us-east-1.amazoncognito.com',
+      clientId: 'client',
+      redirectUri: 'https://api.example.com/approvals',
+      scopes: ['openid', 'email', 'profile'],
+      group: 'approvers',
+    });
+    assert.deepEqual(approvalSignInFromEnv({ APPROVAL_SIGN_IN: 'link' }, 'APPROVAL_BASE_URL'), { mode: 'link' });
+    assert.throws(
+      () => approvalSignInFromEnv({ ...env, APPROVAL_CLIENT_ID: '' }, 'APPROVAL_BASE_URL'),
+      (e) => e instanceof ConfigError && e.field === 'APPROVAL_CLIENT_ID',
+    );
+    assert.throws(() => approvalSignInFromEnv({ APPROVAL_SIGN_IN: 'none' }, 'APPROVAL_BASE_URL'), /APPROVAL_SIGN_IN.*"none"/);
+  });
+
+  it('derives a six-character code per link that reads unambiguously, and compares it as typed', () => {
+    const code = decisionCode(KEY, ID, NOW);
+    assert.match(code, /^[A-HJ-KM-NP-Z2-9]{6}$/);
+    assert.equal(code, decisionCode(KEY, ID, NOW));
+    assert.notEqual(code, decisionCode(KEY, ID, NOW + 1));
+    assert.equal(normalizeDecisionCode(` ${code.slice(0, 3).toLowerCase()}-${code.slice(3)} `), code);
   });
 });
 
@@ -557,7 +691,7 @@ describe('items on the page and in the email', () => {
   it('escapes every value and never inlines a drawing: each is an <img> with a base64 data: URI', () => {
     assert.ok(page.includes('&lt;img src=x onerror=alert(2)&gt;'));
     assert.ok(!page.includes('<img src=x'));
-    assert.ok(!page.includes('<svg') && !page.includes('<script') && !page.includes('onload'), 'no SVG markup in the page');
+    assert.ok(!page.includes('<svg') && !withoutOwnScripts(page).includes('<script') && !page.includes('onload'), 'no SVG markup in the page');
     const images = [...page.matchAll(/<img alt="([^"]*)" src="data:image\/svg\+xml;base64,([A-Za-z0-9+/=]+)">/g)];
     assert.equal(images.length, 2);
     assert.equal(images[0]![1], 'Drawing of item 1: c1ccccc1O');
@@ -569,7 +703,7 @@ describe('items on the page and in the email', () => {
 
   it('allows data: images in the page, and nothing else new', () => {
     assert.match(CONTENT_SECURITY_POLICY, /(^|; )img-src data:(;|$)/);
-    assert.doesNotMatch(CONTENT_SECURITY_POLICY, /script-src|unsafe-inline|img-src[^;]*(https?:|\*|'self')/);
+    assert.doesNotMatch(CONTENT_SECURITY_POLICY, /unsafe-inline|img-src[^;]*(https?:|\*|'self')/);
   });
 
   it('says so on the page when the document is gone, changed or unreadable, and keeps the buttons', () => {
