@@ -2,12 +2,13 @@
  * The single DynamoDB table: partition key `pk`, sort key `sk`, TTL attribute `expiresAt`
  * (epoch seconds). Keys are prefixed by kind so one table holds every kind of item.
  *
- *   CACHE#<step>              / <cache key>          cached step output
+ *   CACHE#<pipeline>#<step>   / <cache key>          a cached step's output (each pipeline's steps apart)
  *   ARTIFACT#<name>           / V#<000000000001>     an artifact version (immutable)
  *   ARTIFACT#<name>           / COUNTER              the version counter
  *   ARTIFACTS                 / <name>               the artifact-name directory
  *   APPROVAL#<id>             / APPROVAL             an approval request
- *   EVENT#<bucket>#<key>#<v>  / EVENT                the trigger ledger (exactly-once starts)
+ *   EVENT#<bucket>#<key>#<u>  / EVENT                the trigger ledger: one item per upload (its version id,
+ *                                                    else its event's sequencer), for exactly-once starts
  *   BENCHMARKS                / <name>               a benchmark's current entry (the registry)
  *   BENCHMARK#<name>          / V#<000001>           every version a benchmark had
  *   EVAL#<run>                / <step>#<benchmark>   a checkpoint's latest result on a benchmark
@@ -21,7 +22,12 @@ export function withoutKeys(item: Record<string, unknown>): Record<string, unkno
   return rest;
 }
 
-export const cacheKeyOf = (step: string, key: string) => ({ pk: `CACHE#${step}`, sk: key });
+/**
+ * The partition of one pipeline's cached step: two pipelines may each have a step of the same name
+ * (selfplay's and lm-sft's `train`), whose entries, code versions and `cache explain` stay apart.
+ */
+export const cachePartition = (pipeline: string, step: string) => `CACHE#${pipeline}#${step}`;
+export const cacheKeyOf = (pipeline: string, step: string, key: string) => ({ pk: cachePartition(pipeline, step), sk: key });
 export const artifactVersionKey = (name: string, version: number) => ({
   pk: `ARTIFACT#${name}`,
   sk: `V#${String(version).padStart(12, '0')}`,
@@ -36,7 +42,7 @@ export const evalResultKey = (run: string, step: number, benchmark: string) => (
   sk: `${String(step).padStart(12, '0')}#${benchmark}`,
 });
 export const oracleKey = (version: string, smiles: string) => ({ pk: `ORACLE#${version}`, sk: smiles });
-export const eventKey = (bucket: string, key: string, versionOrEtag: string) => ({
-  pk: `EVENT#${bucket}#${key}#${versionOrEtag}`,
+export const eventKey = (bucket: string, key: string, upload: string) => ({
+  pk: `EVENT#${bucket}#${key}#${upload}`,
   sk: 'EVENT',
 });

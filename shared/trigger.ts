@@ -1,14 +1,21 @@
 /**
- * The S3 trigger's logic: parse an EventBridge "Object Created" event, name the execution
- * after the object's identity, record the object in the ledger and start the run exactly once.
+ * The S3 trigger's logic: parse an EventBridge "Object Created" event, name the execution after
+ * the upload, record the upload in the ledger and start one run per upload, exactly once.
  *
- * The identity is bucket + key + (version id, else etag): every upload is a new object. With
- * identity 'content' it is bucket + key + etag: an unchanged re-upload (same bytes, so the same
- * etag) is the same object and starts nothing; changed bytes start a new run. The same object delivered twice
- * yields the same ledger key, the same execution name and the same input. EventBridge delivers
- * at least once, so a delivery may be a repeat of one whose start was lost (the Lambda died
- * between the ledger write and StartExecution); every delivery therefore calls StartExecution,
- * and Step Functions' name rule makes that safe: a reused name is refused for 90 days
+ * An upload is an event of record: every PUT starts a run, also when its bytes equal an earlier
+ * upload's (content A, then B, then A again: the third upload evaluates A again, and the cache
+ * makes known content nearly free), so that what the latest upload's run records matches the
+ * object there now. What is deduplicated is the delivery, never the content:
+ * EventBridge delivers at least once, and S3 may announce one upload twice (another event id and
+ * time). An upload is named by bucket + key + its version id on a versioned bucket (every PUT
+ * makes a new version), else by its event's `sequencer` (S3 gives each PUT of a key a new one, and
+ * every delivery of that PUT's event carries the same). A bucket whose versioning is suspended
+ * writes every PUT as version "null", which tells no upload apart: the sequencer does then.
+ *
+ * The same upload delivered twice yields the same ledger key, the same execution name and the
+ * same input. A delivery may be a repeat of one whose start was lost (the Lambda died between the
+ * ledger write and StartExecution); every delivery therefore calls StartExecution, and Step
+ * Functions' name rule makes that safe: a reused name is refused for 90 days
  * (ExecutionAlreadyExists), except that the same name with the same input while the first run
  * is still RUNNING returns that run again (idempotent start, Standard workflows only).
  */
@@ -25,6 +32,12 @@ import { eventKey } from './table.ts';
 /** Outlives Step Functions' 90-day refusal of a reused execution name. */
 export const LEDGER_RETENTION_SECONDS = 100 * 24 * 3600;
 
+/** The version id S3 gives every PUT while a bucket's versioning is suspended (or was never on). */
+export const NULL_VERSION_ID = 'null';
+
+/** A version id that tells one upload from another: present, and not the shared "null" version. */
+const distinctVersion = (versionId: string | undefined | null): versionId is string => !!versionId && versionId !== NULL_VERSION_ID;
+
 /**
  * The EventBridge shape of an S3 object-created event (not the S3 notification `Records`
  * shape). Its object key is not URL-encoded, unlike S3's direct notifications.
@@ -37,12 +50,23 @@ export const objectCreatedEventSchema = z.object({
   'detail-type': z.literal('Object Created').optional(),
   detail: z.object({
     bucket: z.object({ name: z.string().min(1) }),
-    object: z.object({
-      key: z.string().min(1),
-      etag: z.string().min(1),
-      'version-id': z.string().min(1).optional(),
-      size: z.number().int().nonnegative(),
-    }),
+    object: z
+      .object({
+        key: z.string().min(1),
+        etag: z.string().min(1),
+        'version-id': z.string().min(1).optional(),
+        // S3's sequencer: hexadecimal, ordered per key (compared after padding to equal length).
+        sequencer: z
+          .string()
+          .regex(/^[0-9A-Fa-f]{1,64}$/, 'must be hexadecimal, as S3 writes it (at most 64 digits)')
+          .optional(),
+        size: z.number().int().nonnegative(),
+      })
+      .refine((o) => distinctVersion(o['version-id']) || o.sequencer !== undefined, {
+        path: ['sequencer'],
+        message:
+          'is required when the event carries no version id other than "null" (a bucket without versioning): it tells one upload of the key from another',
+      }),
   }),
 });
 
@@ -51,6 +75,8 @@ export interface CreatedObject {
   key: string;
   etag: string;
   versionId: string | null;
+  /** The event's sequencer; null only when a distinct version id names the upload. */
+  sequencer: string | null;
   size: number;
   eventId: string;
 }
@@ -62,96 +88,88 @@ export function parseObjectCreatedEvent(event: unknown): CreatedObject {
     key: detail.object.key,
     etag: detail.object.etag,
     versionId: detail.object['version-id'] ?? null,
+    sequencer: detail.object.sequencer ?? null,
     size: detail.object.size,
     eventId: id,
   };
 }
 
-/** What makes two uploads the same object: each upload ('version'), or the same bytes ('content'). */
-export type TriggerIdentity = 'version' | 'content';
-/** The trigger Lambda's environment variable holding its identity. */
-export const TRIGGER_IDENTITY_ENV = 'TRIGGER_IDENTITY';
-export const TRIGGER_IDENTITIES: readonly TriggerIdentity[] = ['version', 'content'];
-
-/** The TRIGGER_IDENTITY setting: 'version' when unset, else one of TRIGGER_IDENTITIES. */
-export function parseTriggerIdentity(value: string | undefined): TriggerIdentity {
-  const identity = (value ?? 'version') as TriggerIdentity;
-  if (!TRIGGER_IDENTITIES.includes(identity)) throw new ConfigError(TRIGGER_IDENTITY_ENV, identity, `must be one of ${TRIGGER_IDENTITIES.join(', ')}`);
-  return identity;
-}
-
-/** The version id on a versioned bucket, otherwise the etag; with identity 'content', always the etag. */
-export function versionOrEtag(object: CreatedObject, identity: TriggerIdentity = 'version'): string {
-  return identity === 'content' ? object.etag : (object.versionId ?? object.etag);
+/**
+ * What tells this upload of the key from every other: its version id on a versioned bucket, else
+ * its event's sequencer. Never the etag: two uploads of the same bytes are two uploads.
+ */
+export function uploadIdOf(object: CreatedObject): string {
+  if (distinctVersion(object.versionId)) return object.versionId;
+  if (object.sequencer !== null) return object.sequencer;
+  throw new ConfigError('event.detail.object.sequencer', object.sequencer, 'is required when the event carries no version id other than "null"');
 }
 
 /**
- * A legal Step Functions name (at most 80 of [0-9A-Za-z_-]) fixed by the object's identity.
+ * A legal Step Functions name (at most 80 of [0-9A-Za-z_-]) fixed by the upload.
  * Hashing a JSON array keeps `a/b` + `c` apart from `a` + `b/c`; 160 bits cannot collide by chance.
  */
-export function executionNameFor(object: CreatedObject, identity: TriggerIdentity = 'version'): string {
-  return `s3-${sha256Hex(canonicalJson([object.bucket, object.key, versionOrEtag(object, identity)])).slice(0, 40)}`;
+export function executionNameFor(object: CreatedObject): string {
+  return `s3-${sha256Hex(canonicalJson([object.bucket, object.key, uploadIdOf(object)])).slice(0, 40)}`;
 }
 
-export function ledgerKeyFor(object: CreatedObject, identity: TriggerIdentity = 'version'): { pk: string; sk: string } {
-  return eventKey(object.bucket, object.key, versionOrEtag(object, identity));
+export function ledgerKeyFor(object: CreatedObject): { pk: string; sk: string } {
+  return eventKey(object.bucket, object.key, uploadIdOf(object));
 }
 
-export function ledgerItem(object: CreatedObject, executionName: string, pipeline: string, now: Date, identity: TriggerIdentity = 'version') {
+export function ledgerItem(object: CreatedObject, executionName: string, pipeline: string, now: Date) {
   return {
-    ...ledgerKeyFor(object, identity),
+    ...ledgerKeyFor(object),
     executionName,
     pipeline,
     eventId: object.eventId,
     bucket: object.bucket,
     key: object.key,
-    versionOrEtag: versionOrEtag(object, identity),
+    uploadId: uploadIdOf(object),
+    versionId: object.versionId,
+    sequencer: object.sequencer,
+    etag: object.etag,
     receivedAt: now.toISOString(),
     expiresAt: Math.floor(now.getTime() / 1000) + LEDGER_RETENTION_SECONDS,
   };
 }
 
 /**
- * The execution's input: a pure function of the object's identity, never of the delivery.
- * Step Functions returns a running execution for a repeated start only when the input is
- * byte-identical, so the event id and the event time (which differ when S3 announces one
- * object twice) stay out. `versionId` is null rather than absent so JSONPath can read it; with
- * identity 'content' it is always null (two uploads of the same bytes are one object), and the
- * run reads the object by key and checks its etag.
+ * The execution's input: a pure function of the upload, never of the delivery. Step Functions
+ * returns a running execution for a repeated start only when the input is byte-identical, so the
+ * event id and the event time (which differ when S3 announces one upload twice) stay out.
+ * `versionId` is null rather than absent so JSONPath can read it. A run that reads the object
+ * reads it by key and checks the etag (evals' prepare): if the object was replaced before the run
+ * read it, the run fails, and the newer upload's own run evaluates the newer bytes.
  */
-export function executionInput(object: CreatedObject, identity: TriggerIdentity = 'version'): string {
-  const { bucket, key, etag, size } = object;
-  const versionId = identity === 'content' ? null : object.versionId;
+export function executionInput(object: CreatedObject): string {
+  const { bucket, key, etag, versionId, size } = object;
   return JSON.stringify({ trigger: { bucket, key, etag, versionId, size } });
 }
 
 export type TriggerResult =
-  /** `duplicate` when an earlier delivery had recorded the object: its start was lost, or its run is still running. */
+  /** `duplicate` when an earlier delivery had recorded the upload: its start was lost, or its run is still running. */
   { started: true; duplicate?: true; executionName: string; executionArn: string } | { started: false; duplicate: true; executionName: string };
 
-/** Where a trigger records objects and what it starts. */
+/** Where a trigger records uploads and what it starts. */
 export interface TriggerTarget {
   readonly table: string;
   readonly stateMachineArn: string;
   readonly pipeline: string;
-  /** Default 'version'. */
-  readonly identity?: TriggerIdentity;
 }
 
 /**
- * 1. record the object in the ledger (conditional put); 2. start the execution under the
- * derived name, also when the object was already recorded, since that delivery's start may
+ * 1. record the upload in the ledger (conditional put); 2. start the execution under the
+ * derived name, also when the upload was already recorded, since that delivery's start may
  * have been lost; 3. if a first delivery's start fails with anything but ExecutionAlreadyExists,
  * drop its ledger entry and rethrow, so that the Lambda's retry starts again from a clean slate.
  * A repeat delivery leaves the entry alone: it belongs to the delivery that wrote it.
  */
 export async function startExecutionOnce(object: CreatedObject, target: TriggerTarget, now = new Date()): Promise<TriggerResult> {
-  const identity = target.identity ?? 'version';
-  const executionName = executionNameFor(object, identity);
+  const executionName = executionNameFor(object);
   const firstDelivery = await recordInLedger(object, executionName, target, now);
   try {
     const { executionArn = '' } = await sfnClient().send(
-      new StartExecutionCommand({ stateMachineArn: target.stateMachineArn, name: executionName, input: executionInput(object, identity) }),
+      new StartExecutionCommand({ stateMachineArn: target.stateMachineArn, name: executionName, input: executionInput(object) }),
     );
     return firstDelivery ? { started: true, executionName, executionArn } : { started: true, duplicate: true, executionName, executionArn };
   } catch (error) {
@@ -159,7 +177,7 @@ export async function startExecutionOnce(object: CreatedObject, target: TriggerT
     if (errorName(error) === 'ExecutionAlreadyExists') return { started: false, duplicate: true, executionName };
     if (firstDelivery) {
       await dynamoClient()
-        .send(new DeleteCommand({ TableName: target.table, Key: ledgerKeyFor(object, identity) }))
+        .send(new DeleteCommand({ TableName: target.table, Key: ledgerKeyFor(object) }))
         .catch((deleteError: unknown) => {
           logger.error('could not remove the ledger entry', { executionName, bucket: object.bucket, key: object.key, error: errorName(deleteError) });
         });
@@ -174,7 +192,7 @@ async function recordInLedger(object: CreatedObject, executionName: string, targ
     await dynamoClient().send(
       new PutCommand({
         TableName: target.table,
-        Item: ledgerItem(object, executionName, target.pipeline, now, target.identity ?? 'version'),
+        Item: ledgerItem(object, executionName, target.pipeline, now),
         ConditionExpression: 'attribute_not_exists(pk)',
       }),
     );
@@ -191,7 +209,7 @@ const RESULT_MESSAGES = {
   duplicate: 'duplicate event: execution already exists',
 } as const;
 
-/** The trigger Lambda's work: start the run once for this object (startExecutionOnce) and log what happened. */
+/** The trigger Lambda's work: start the run once for this upload (startExecutionOnce) and log what happened. */
 export async function triggerPipeline(object: CreatedObject, target: TriggerTarget): Promise<TriggerResult> {
   const result = await startExecutionOnce(object, target);
   const message = !result.started ? RESULT_MESSAGES.duplicate : result.duplicate ? RESULT_MESSAGES.restarted : RESULT_MESSAGES.started;

@@ -1,7 +1,9 @@
 /**
- * `frontier cache explain`: why a cached step will miss. For each cached step: does today's
- * code version match the latest entry's (and if not, which files changed), and which input
- * fields differ between the latest two entries.
+ * `frontier cache explain`: why a cached step will miss. For each cached step of the pipeline:
+ * does today's code version match the latest entry's (and if not, which files changed), and which
+ * input fields differ between the latest two entries. Entries are read from the pipeline's own
+ * partition of the step (`CACHE#<pipeline>#<step>`, as the state machine writes them), so another
+ * pipeline's step of the same name is never compared.
  */
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { existsSync, readFileSync } from 'node:fs';
@@ -9,6 +11,7 @@ import { join } from 'node:path';
 import { diffCodeVersions } from '#pipelines/steps/code-version.ts';
 import { dynamoClient } from '#shared/clients/aws.ts';
 import { ConfigError } from '#shared/errors.ts';
+import { cachePartition } from '#shared/table.ts';
 import type { LocalRuntime } from '../local/runtime.ts';
 import type { Io } from './output.ts';
 
@@ -26,7 +29,7 @@ export async function explainCache(runtime: LocalRuntime, pipeline: string, only
     throw new ConfigError('step', onlyStep, `is not a cached step of ${pipeline}; cached steps: ${steps.map((s) => s.step).join(', ')}`);
   }
   for (const { step, codeVersion } of chosen) {
-    const entries = await cacheEntries(runtime.resources.tables[0]!, step);
+    const entries = await cacheEntries(runtime.resources.tables[0]!, cachePartition(pipeline, step));
     io.out(`${step}`);
     if (!entries.length) {
       io.out('  no cache entries: the next run computes it');
@@ -47,7 +50,7 @@ export async function explainCache(runtime: LocalRuntime, pipeline: string, only
   }
 }
 
-async function cacheEntries(table: string, step: string): Promise<CacheEntry[]> {
+async function cacheEntries(table: string, partition: string): Promise<CacheEntry[]> {
   const items: CacheEntry[] = [];
   let start: Record<string, unknown> | undefined;
   do {
@@ -55,7 +58,7 @@ async function cacheEntries(table: string, step: string): Promise<CacheEntry[]> 
       new QueryCommand({
         TableName: table,
         KeyConditionExpression: 'pk = :pk',
-        ExpressionAttributeValues: { ':pk': `CACHE#${step}` },
+        ExpressionAttributeValues: { ':pk': partition },
         ProjectionExpression: 'codeVersion, inputs, createdAt, executionId',
         ExclusiveStartKey: start,
       }),

@@ -4,6 +4,11 @@
  * them to EventBridge, and each event goes to the targets of every rule whose pattern matches,
  * at least once and retried on failure, as EventBridge delivers. Deliveries in flight are
  * tracked, so the runtime can wait until they have settled.
+ *
+ * Each event tells its upload apart as S3's do: on a versioned bucket a new version id per PUT
+ * (s3rver keeps no versions, so the id is made here and names no stored version), and on every
+ * bucket a sequencer, new for each PUT and increasing. s3rver's own sequencer is the time in
+ * milliseconds, which two PUTs in the same millisecond share.
  */
 import { HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { randomUUID } from 'node:crypto';
@@ -30,6 +35,7 @@ export interface S3EventDeps {
 
 export class S3EventDelivery {
   private readonly pending = new Set<Promise<unknown>>();
+  private sequence = 0;
 
   constructor(private readonly deps: S3EventDeps) {}
 
@@ -44,12 +50,13 @@ export class S3EventDelivery {
       if (!record.eventName.startsWith('ObjectCreated')) continue;
       const bucket = record.s3.bucket.name;
       if (!this.deps.eventBridgeBuckets.has(bucket)) continue;
-      this.track(this.publishObjectCreated(bucket, record));
+      // Taken in the order s3rver reports the PUTs, before anything awaits.
+      this.track(this.publishObjectCreated(bucket, record, this.nextSequencer()));
     }
   }
 
-  private async publishObjectCreated(bucket: string, record: S3NotificationEvent['Records'][number]): Promise<void> {
-    const o = { ...record.s3.object };
+  private async publishObjectCreated(bucket: string, record: S3NotificationEvent['Records'][number], sequencer: string): Promise<void> {
+    const o = { ...record.s3.object, sequencer };
     // s3rver's Copy events carry no ETag; S3's always do.
     if (!o.eTag) o.eTag = (await this.deps.s3.send(new HeadObjectCommand({ Bucket: bucket, Key: o.key })).catch(() => undefined))?.ETag;
     // s3rver keeps no versions; on a versioned bucket every PUT gets a new version id, as on S3.
@@ -74,6 +81,12 @@ export class S3EventDelivery {
     };
     this.deps.emit('objectCreated', event);
     await this.deliver(event);
+  }
+
+  /** S3's shape (hexadecimal, compared after padding): the time in ms, then a count that breaks ties. */
+  private nextSequencer(): string {
+    this.sequence += 1;
+    return `${Date.now().toString(16).padStart(12, '0')}${this.sequence.toString(16).padStart(8, '0')}`.toUpperCase();
   }
 
   /**

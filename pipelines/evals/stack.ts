@@ -1,7 +1,8 @@
 /**
  * Evaluate every checkpoint. A checkpoint's manifest.json, uploaded last under
- * checkpoints/<run>/<step>/, starts one run (the trigger's 'content' identity: redelivered events
- * and unchanged re-uploads start none, a changed checkpoint a new one).
+ * checkpoints/<run>/<step>/, starts one run per upload (redelivered events start none; a
+ * re-upload, even of bytes evaluated before, starts one, nearly free from the cache, and what it
+ * publishes becomes the current result: the current evaluation is the manifest there now).
  *
  * 1. prepare (Lambda): the manifest, its files checked, the suite and guard read from the registry.
  * 2. The checkpoint indexed as an artifact (its manifest), the parent of every result.
@@ -57,6 +58,7 @@ export class EvalsStack extends PipelineStack {
       .chars('$.benchmark.sampleSize', 24, 'the sample size, an integer')
       .chars('$.benchmark.scorer', 40, 'one of SCORERS, a short name')
       .chars('$.benchmark.dataSha256', 66, "the sha256 of the benchmark's data, 64 hex digits")
+      .chars('$.upload', 100, "the upload of record: {} for a run from the CLI, else the run's execution name (at most 80 characters)")
       .chars('$.maxNewTokens', 24, 'config.maxNewTokens, an integer from 1 to 1024')
       .chars('$.examples', 24, 'config.examples, an integer from 0 to 50')
       .chars('$.artifacts', 300, "the run's three artifact names (ARTIFACT_NAME: at most 63 characters each)")
@@ -118,6 +120,13 @@ export class EvalsStack extends PipelineStack {
     const fromUpload = new sfn.Pass(this, 'Config from upload', { result: sfn.Result.fromObject(EVALS_TRIGGER_CONFIG), resultPath: '$.config' });
     // An empty trigger: Parameters cannot write a null, and JSONPath cannot read a missing field.
     const noUploadValue = new sfn.Pass(this, 'No upload event', { result: sfn.Result.fromObject({}), resultPath: '$.trigger' });
+    // Each upload is an event of record, and the latest version of an artifact is the current one:
+    // what a run started by an upload publishes (the checkpoint, each result, the leaderboard) is
+    // keyed by the upload too, so content evaluated before (A, then B, then A again) is published
+    // again as the latest, while its eval jobs stay cache hits. A run from the CLI keys by the
+    // content only, and a fully cached rerun publishes nothing new.
+    const uploadOfRecord = new sfn.Pass(this, 'Upload of record', { parameters: { 'execution.$': '$$.Execution.Name' }, resultPath: '$.upload' });
+    const noUploadOfRecord = new sfn.Pass(this, 'No upload of record', { result: sfn.Result.fromObject({}), resultPath: '$.upload' });
     const prepare = step(this, 'prepare', {
       run: invoke(prepareFn),
       inputs: {
@@ -145,6 +154,7 @@ export class EvalsStack extends PipelineStack {
       namePath: '$.prep.artifacts.checkpoint',
       filesPath: '$.checkpointArtifact.files',
       metricsPath: '$.checkpointArtifact.metrics',
+      eventPath: '$.upload',
       resultPath: '$.steps.checkpoint',
     });
     const evaluate = fanOut(this, 'evaluate', {
@@ -158,6 +168,7 @@ export class EvalsStack extends PipelineStack {
         'parent.$': 'States.Array($.steps.checkpoint)',
         'maxNewTokens.$': '$.config.maxNewTokens',
         'examples.$': '$.config.examples',
+        'upload.$': '$.upload',
       },
       iterator: (s) => {
         const run = step(s, 'eval', {
@@ -212,6 +223,7 @@ export class EvalsStack extends PipelineStack {
           filesPath: '$.eval.files',
           metricsPath: '$.metrics',
           lineagePath: '$.parent',
+          eventPath: '$.upload',
           resultPath: '$.artifact',
         });
         const result = new sfn.Pass(s, 'Result', {
@@ -248,6 +260,7 @@ export class EvalsStack extends PipelineStack {
       filesPath: '$.steps.leaderboard.files',
       metricsPath: '$.steps.leaderboard.metrics',
       cardUriPath: '$.steps.leaderboard.reportUri',
+      eventPath: '$.upload',
       resultPath: '$.steps.leaderboardArtifact',
     });
     const output = new sfn.Pass(this, 'Output', {
@@ -261,12 +274,19 @@ export class EvalsStack extends PipelineStack {
         'reportUri.$': '$.steps.leaderboard.reportUri',
       },
     });
-    const main = this.configCheck().next(prepare).next(checkpointFiles).next(publishCheckpoint).next(evaluate).next(leaderboard).next(publishLeaderboard).next(output);
+    const main = this.configCheck()
+      .next(prepare)
+      .next(checkpointFiles)
+      .next(publishCheckpoint)
+      .next(evaluate)
+      .next(leaderboard)
+      .next(publishLeaderboard)
+      .next(output);
     const start = new sfn.Choice(this, 'Started by upload?')
-      .when(sfn.Condition.isPresent('$.trigger'), fromUpload.next(main))
-      .otherwise(noUploadValue.next(main));
+      .when(sfn.Condition.isPresent('$.trigger'), fromUpload.next(uploadOfRecord).next(main))
+      .otherwise(noUploadValue.next(noUploadOfRecord).next(main));
 
     this.finish(start, { timeout: Duration.days(1) });
-    new S3Trigger(this, 'Trigger', { scope: steps, keyPattern: MANIFEST_PATTERN, stateMachine: this.stateMachine, identity: 'content' });
+    new S3Trigger(this, 'Trigger', { scope: steps, keyPattern: MANIFEST_PATTERN, stateMachine: this.stateMachine });
   }
 }

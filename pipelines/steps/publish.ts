@@ -1,7 +1,8 @@
 /**
  * Publish artifact: copy the step's files under artifacts/<name>/<version>/ and write the
  * version's index entry (lineage, metrics, card). Cached like any step, keyed by the files
- * and metadata (not the execution), so a fully cached rerun publishes nothing new.
+ * and metadata (not the execution), so a fully cached rerun publishes nothing new; with
+ * `eventPath`, also by the event the version records, so each event publishes its own version.
  */
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct } from 'constructs';
@@ -29,6 +30,14 @@ export interface PublishArtifactProps {
   readonly lineagePath?: string;
   /** Path of the report's S3 URI, indexed as the artifact's card. Default: none. */
   readonly cardUriPath?: string;
+  /**
+   * Path of a small value naming the event this version records (e.g. the upload that started
+   * the run), made part of the cache key: another event publishes a new version even of the same
+   * files and metadata, so the latest version is the latest event's. Default: none, and the same
+   * files and metadata published again return the version already published, which may not be
+   * the latest.
+   */
+  readonly eventPath?: string;
   /** Where `{name, version, uri, sha256}` goes. */
   readonly resultPath: string;
 }
@@ -65,6 +74,9 @@ export function publishArtifact(scope: Construct, stepId: string, props: Publish
   if (props.name !== undefined && !ARTIFACT_NAME.test(props.name)) {
     throw new ConfigError('name', props.name, 'must be lowercase letters, digits and "-", at most 63 characters');
   }
+  if (props.eventPath !== undefined && !/^\$\$?\.[\w.]+$/.test(props.eventPath)) {
+    throw new ConfigError('eventPath', props.eventPath, 'must be a JSONPath into the state or the context, e.g. "$.upload" or "$$.Execution.Name"');
+  }
   const fn = publishFunction(scope, props.scope);
   // The execution id is lineage, not part of what is published: it stays out of the cache key.
   const runner = invoke(fn, { payload: { 'request.$': '{inputs}', 'executionId.$': '$$.Execution.Id' } });
@@ -76,5 +88,7 @@ export function publishArtifact(scope: Construct, stepId: string, props: Publish
   if (props.metricsPath) inputs['metrics.$'] = props.metricsPath;
   if (props.lineagePath) inputs['lineage.$'] = props.lineagePath;
   if (props.cardUriPath) inputs['cardUri.$'] = props.cardUriPath;
+  // Part of the key only: the publish request's schema drops it.
+  if (props.eventPath) inputs['event.$'] = props.eventPath;
   return step(scope, stepId, { run: runner, inputs, resultPath: props.resultPath, cache: { scope: props.scope } });
 }

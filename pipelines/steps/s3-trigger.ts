@@ -3,6 +3,8 @@
  * pattern (a checkpoint's manifest, written last), that targets a small Lambda rather than
  * the state machine: EventBridge's Step Functions target cannot name the execution, and the
  * name is what makes a redelivered event start nothing (see functions/platform/trigger).
+ * Every upload starts one run, also one whose bytes an earlier upload had: the latest upload's
+ * run is the current one (shared/trigger.ts).
  */
 import { Duration } from 'aws-cdk-lib';
 import * as events from 'aws-cdk-lib/aws-events';
@@ -12,7 +14,6 @@ import { Construct } from 'constructs';
 import { join } from 'node:path';
 import { ConfigError } from '#shared/errors.ts';
 import { ENV } from '#shared/env.ts';
-import { TRIGGER_IDENTITY_ENV, type TriggerIdentity } from '#shared/trigger.ts';
 import { REPO_ROOT } from './code-version.ts';
 import { PipelineFunction } from './function.ts';
 import type { StepScope } from './resources.ts';
@@ -22,11 +23,6 @@ export interface S3TriggerProps {
   /** Key pattern with `*` wildcards, e.g. `checkpoints/*\/manifest.json`. */
   readonly keyPattern: string;
   readonly stateMachine: IStateMachine;
-  /**
-   * 'version' (default): every upload starts a run. 'content': uploads of the same bytes under
-   * the same key are one object (one run); changed bytes start a new run.
-   */
-  readonly identity?: TriggerIdentity;
 }
 
 export class S3Trigger extends Construct {
@@ -41,12 +37,11 @@ export class S3Trigger extends Construct {
     const { resources, pipeline } = props.scope;
     this.function = new PipelineFunction(this, 'Handler', {
       entry: join(REPO_ROOT, 'functions/platform/trigger/handler.ts'),
-      description: `Starts ${pipeline} once per uploaded object`,
+      description: `Starts ${pipeline} once per upload`,
       environment: {
         [ENV.table]: resources.table.tableName,
         [ENV.stateMachineArn]: props.stateMachine.stateMachineArn,
         [ENV.pipeline]: pipeline,
-        [TRIGGER_IDENTITY_ENV]: props.identity ?? 'version',
       },
       timeout: Duration.seconds(30),
       logRetention: resources.logRetention,

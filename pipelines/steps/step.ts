@@ -18,6 +18,7 @@ import { checkStepId, stateName } from './names.ts';
 import type { StepScope } from './resources.ts';
 import { presignFunction } from './presign.ts';
 import { MAX_PRESIGN_SECONDS } from '#shared/presign.ts';
+import { cachePartition } from '#shared/table.ts';
 
 /** Where a step's scratch values live while it runs. */
 export const SCRATCH = '$._step';
@@ -357,7 +358,7 @@ export interface StepProps {
   readonly inputs: Record<string, unknown>;
   /** Where the result goes in the state, e.g. `$.steps.train`. */
   readonly resultPath: string;
-  /** Cache the result in the table, keyed by (step, code version, inputs). Default: no cache. */
+  /** Cache the result in the table, keyed by (pipeline, step, code version, inputs). Default: no cache. */
   readonly cache?: CacheOptions;
 }
 
@@ -387,12 +388,16 @@ export function step(scope: Construct, stepId: string, props: StepProps): sfn.Ch
 
 /**
  * The cache around a runner, as direct DynamoDB and S3 states (no Lambda, no container):
- * key = sha256(step | code version | inputs JSON); a hit whose S3 outputs are gone is a miss.
+ * partition `CACHE#<pipeline>#<step>`, key = sha256(step | code version | inputs JSON); a hit whose
+ * S3 outputs are gone is a miss. The pipeline is in the partition because step names repeat
+ * across pipelines (selfplay and lm-sft both have `train`): one partition per pipeline's step
+ * keeps their entries, and what `cache explain` compares, apart.
  * A runner's result may list the S3 objects it made as `s3Outputs: [{Bucket, Key}]`.
  */
 function cachedChain(scope: Construct, stepId: string, props: StepProps, inputs: sfn.Pass, tidy: sfn.Pass): sfn.Chain {
-  const { resources } = props.cache!.scope;
+  const { resources, pipeline } = props.cache!.scope;
   const table = resources.table;
+  const partition = cachePartition(pipeline, stepId);
   const version = props.run.codeVersion.hash + (props.cache!.salt ? `+${props.cache!.salt}` : '');
   const s = SCRATCH;
   // States.Hash takes at most 10,000 characters and fails the run where no Catch can: the key's
@@ -414,7 +419,7 @@ function cachedChain(scope: Construct, stepId: string, props: StepProps, inputs:
     action: 'getItem',
     parameters: {
       TableName: table.tableName,
-      Key: { pk: { S: `CACHE#${stepId}` }, sk: { S: sfn.JsonPath.stringAt(`${s}.key.value`) } },
+      Key: { pk: { S: partition }, sk: { S: sfn.JsonPath.stringAt(`${s}.key.value`) } },
       ConsistentRead: true,
     },
     iamResources: [table.tableArn],
@@ -467,8 +472,9 @@ function cachedChain(scope: Construct, stepId: string, props: StepProps, inputs:
     parameters: {
       TableName: table.tableName,
       Item: {
-        pk: { S: `CACHE#${stepId}` },
+        pk: { S: partition },
         sk: { S: sfn.JsonPath.stringAt(`${s}.key.value`) },
+        pipeline: { S: pipeline },
         step: { S: stepId },
         codeVersion: { S: version },
         inputs: { S: sfn.JsonPath.jsonToString(sfn.JsonPath.objectAt(`${s}.in`)) },

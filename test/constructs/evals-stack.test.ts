@@ -1,6 +1,7 @@
 /**
- * The evals and lm-sft stacks as synthesized: the trigger on every checkpoint manifest with the
- * content identity, the eval job on the GPU queue keyed by content (not location), the producer.
+ * The evals and lm-sft stacks as synthesized: the trigger on every checkpoint manifest, what an
+ * upload publishes keyed by the upload, the eval job on the GPU queue keyed by content (not
+ * location), the producer.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,7 +11,6 @@ import { buildApp } from '#infra/build-app.ts';
 import { pipelineNamed } from '#infra/cli/config.ts';
 import { EVALS_PIPELINE } from '#pipelines/evals/stack.ts';
 import { LM_SFT_PIPELINE } from '#pipelines/lm-sft/stack.ts';
-import { TRIGGER_IDENTITY_ENV } from '#shared/trigger.ts';
 import { definitionOf, type AslState } from '../support/stacks.ts';
 
 describe('evals and lm-sft stacks', () => {
@@ -18,11 +18,29 @@ describe('evals and lm-sft stacks', () => {
   const evals = Template.fromStack(app.node.findChild('EvalsEveryCheckpoint') as Stack);
   const producer = Template.fromStack(app.node.findChild('LmSft') as Stack);
 
-  it('starts on every checkpoint manifest, naming runs by content', () => {
+  it('starts on every checkpoint manifest, and what an upload publishes is keyed by the upload', () => {
     const [rule] = Object.values(evals.findResources('AWS::Events::Rule')) as { Properties: { EventPattern: { detail: { object: { key: unknown[] } } } } }[];
     assert.deepEqual(rule!.Properties.EventPattern.detail.object.key, [{ wildcard: 'checkpoints/*/*/manifest.json' }]);
-    const functions = Object.values(evals.findResources('AWS::Lambda::Function')) as { Properties: { Environment?: { Variables?: Record<string, string> } } }[];
-    assert.ok(functions.some((f) => f.Properties.Environment?.Variables?.[TRIGGER_IDENTITY_ENV] === 'content'));
+    const { States: states } = definitionOf(evals);
+    // The upload of record: the run's name (one per upload) when an upload started it, else nothing.
+    const start = states['Started by upload?'] as AslState & { Choices: { Next: string }[]; Default: string };
+    assert.equal(states[start.Choices[0]!.Next]!['Next'], 'Upload of record');
+    assert.deepEqual(states['Upload of record']!.Parameters, { 'execution.$': '$$.Execution.Name' });
+    assert.equal(states[start.Default]!['Next'], 'No upload of record');
+    assert.deepEqual(states['No upload of record']!['Result'], {});
+    const map = states['evaluate: Items']!;
+    assert.equal((map['ItemSelector'] as Record<string, string>)['upload.$'], '$.upload');
+    const inner = (map['ItemProcessor'] as { States: Record<string, AslState> }).States;
+    const branch = (inner['evaluate: Item']!['Branches'] as { States: Record<string, AslState> }[])[0]!.States;
+    for (const inputs of [
+      states['index-checkpoint: Inputs']!.Parameters!['in'],
+      branch['index-result: Inputs']!.Parameters!['in'],
+      states['index-leaderboard: Inputs']!.Parameters!['in'],
+    ]) {
+      assert.equal((inputs as Record<string, string>)['event.$'], '$.upload');
+    }
+    // The eval job's key stays the content: a re-upload of known content is a cache hit.
+    assert.doesNotMatch(JSON.stringify(branch['eval: Inputs']!.Parameters), /upload/);
   });
 
   it('runs one GPU eval job per benchmark, cached by the checkpoint content hash, given the location outside the key', () => {

@@ -14,6 +14,7 @@ import { ConfigError } from '#shared/errors.ts';
 import {
   approvalGate,
   approvalRequestFunction,
+  gateOutcomes,
   BatchJob,
   distributedFanOut,
   fanOut,
@@ -138,7 +139,7 @@ describe('step constructs, rendered: the probe pipeline', () => {
       const lookup = get(`${stepId}: Cache lookup`);
       assert.equal(lookup['Resource'], 'arn:aws:states:::aws-sdk:dynamodb:getItem');
       assert.deepEqual((lookup['Parameters'] as { Key: unknown }).Key, {
-        pk: { S: `CACHE#${stepId}` },
+        pk: { S: `CACHE#probe#${stepId}` },
         sk: { 'S.$': '$._step.key.value' },
       });
       assert.equal((lookup['Parameters'] as { ConsistentRead: boolean }).ConsistentRead, true);
@@ -183,6 +184,7 @@ describe('step constructs, rendered: the probe pipeline', () => {
     const invokes = tasks.filter(([, { state }]) => isLambda(state));
     assert.deepEqual(invokes.map(([name]) => name).sort(), [
       'approve: Wait for approval',
+      'config: Invoke',
       'prepare: Invoke',
       'publish: Invoke',
       'recheck-item: Invoke',
@@ -190,6 +192,7 @@ describe('step constructs, rendered: the probe pipeline', () => {
     ]);
     // Each step invokes its own function: the Resource of a payload-only invoke is its ARN.
     for (const [stepId, fn] of [
+      ['config', 'ConfigCheck'],
       ['prepare', 'Prepare'],
       ['square-item', 'Square'],
       ['publish', 'PublishArtifact'],
@@ -316,6 +319,12 @@ describe('step constructs, rendered: the probe pipeline', () => {
     assert.ok(catcher, 'no Catch for States.Timeout');
     assert.equal(get(catcher.Next).Type, 'Fail');
     assert.equal(get(catcher.Next)['Error'], 'ApprovalTimedOut');
+    // The gate says what each decision does, in the probe's words.
+    assert.deepEqual((wait['Parameters'] as { Payload: Record<string, unknown> }).Payload['outcomes'], {
+      approve: 'Publishes the summary as the next version of the probe-summary artifact.',
+      reject: 'Fails the run with ApprovalRejected; nothing is published.',
+      timeout: 'Fails the run with ApprovalTimedOut; nothing is published.',
+    });
     // Only when the run asks for approval.
     const gate = get('Approval required?') as State & { Choices: { Next: string }[]; Default: string };
     assert.equal(gate.Choices[0]!.Next, 'approve: Wait for approval');
@@ -456,6 +465,16 @@ describe('step constructs validate their props', () => {
     gate(Duration.minutes(1));
   });
 
+  it('throws when an approval outcome is blank or over 300 characters', () => {
+    const gate = (outcomes: { approve?: string; reject?: string; timeout?: string }) => {
+      const { stack, steps } = minimalScope();
+      return approvalGate(stack, 'approve', { scope: steps, title: 't', detailsPath: '$.d', resultPath: '$.a', outcomes });
+    };
+    throwsConfigError(() => gate({ reject: '  ' }), 'outcomes.reject', '"  "');
+    throwsConfigError(() => gate({ approve: 'x'.repeat(301) }), 'outcomes.approve', 'xxx');
+    gate({ approve: 'x'.repeat(300) });
+  });
+
   it('throws when the approval itemsUriPath is not a JSONPath', () => {
     const gate = (itemsUriPath: string) => {
       const { stack, steps } = minimalScope();
@@ -471,6 +490,17 @@ describe('step constructs validate their props', () => {
     for (const bad of ['Probe-Summary', 'probe_summary', '-probe', 'p'.repeat(64)]) {
       const { stack, steps } = minimalScope();
       throwsConfigError(() => publishArtifact(stack, 'publish', { scope: steps, name: bad, filesPath: '$.files', resultPath: '$.p' }), 'name', bad);
+    }
+  });
+
+  it('throws when the artifact eventPath is not a JSONPath', () => {
+    for (const bad of ['upload', '$', "States.Format('{}', $.x)", '$.a b']) {
+      const { stack, steps } = minimalScope();
+      throwsConfigError(
+        () => publishArtifact(stack, 'publish', { scope: steps, name: 'probe-summary', filesPath: '$.files', eventPath: bad, resultPath: '$.p' }),
+        'eventPath',
+        bad,
+      );
     }
   });
 
@@ -510,6 +540,21 @@ describe('step constructs validate their props', () => {
   });
 });
 
+describe('approval gate outcomes', () => {
+  it('says what Reject and a timeout do from the policies when the gate does not', () => {
+    assert.deepEqual(gateOutcomes({}), {
+      approve: 'The run goes on past this gate.',
+      reject: 'The run fails with ApprovalRejected.',
+      timeout: 'The run fails with ApprovalTimedOut.',
+    });
+    assert.deepEqual(gateOutcomes({ onReject: 'continue', onTimeout: 'continue', outcomes: { approve: 'Measures it.' } }), {
+      approve: 'Measures it.',
+      reject: 'The run goes on without this step.',
+      timeout: 'The run goes on as if nobody had approved.',
+    });
+  });
+});
+
 describe('approval gate with items', () => {
   type Statement = { Action: string | string[]; Resource: unknown; Effect: string };
   /** The gate in a state machine of a minimal stack, and the template. */
@@ -540,7 +585,7 @@ describe('approval gate with items', () => {
     assert.equal(gateTemplate({ itemsUriPath: '$.proposal.itemsUri' }).payload['itemsUri.$'], '$.proposal.itemsUri');
     const without = gateTemplate({}).payload;
     assert.equal('itemsUri.$' in without || 'itemsUri' in without, false);
-    assert.deepEqual(Object.keys(without).sort(), ['details.$', 'executionId.$', 'pipeline', 'taskToken.$', 'timeoutSeconds', 'title']);
+    assert.deepEqual(Object.keys(without).sort(), ['details.$', 'executionId.$', 'outcomes', 'pipeline', 'taskToken.$', 'timeoutSeconds', 'title']);
   });
 
   it('lets the request Lambda read approvals/* of the bucket and nothing else of it, and tells it the bucket', () => {

@@ -3,8 +3,8 @@
  * pipeline trains a small GPT (base model, then arithmetic fine-tuning) and uploads checkpoints;
  * each manifest upload starts one evaluation through the S3 trigger; every (checkpoint,
  * benchmark) pair runs the real eval job, is cached and indexed; the leaderboard and the guard
- * decide. Then the trigger's exactly-once behaviour, a backfill of a new benchmark, and the
- * faults: a missing file, a changed file, a pickle that would run code.
+ * decide. Then the trigger's exactly-once behaviour (once per upload), a backfill of a new
+ * benchmark, and the faults: a missing file, a changed file, a pickle that would run code.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -125,26 +125,32 @@ describe('evaluate every checkpoint (test size)', () => {
     assert.equal((await getArtifactVersion(where(), parent.name, parent.version)).metrics.step, results[0]!.metrics.step);
   });
 
-  it('a repeated event or an unchanged re-upload starts nothing; a changed manifest starts one run, all cached', async () => {
+  it('a repeated event starts nothing; a re-upload, unchanged or changed, starts one run, all cached', async () => {
     const key = `checkpoints/${config.run}/${checkpointSteps[2]}/manifest.json`;
     const manifest = await text(`s3://${where().bucket}/${key}`);
     const before = evals.length;
     const jobs = runtime.counters().batchJobs;
     const captured: Record<string, unknown>[] = [];
-    const listener = (event: Record<string, unknown>) => captured.push(event);
+    // The manifest's own event (the run it starts writes other objects, each with its event).
+    const listener = (event: { detail: { object: { key: string } } }) => {
+      if (event.detail.object.key === key) captured.push(event);
+    };
     runtime.on('objectCreated', listener);
     await put(key, manifest); // the same bytes again
     await runtime.idle();
     runtime.off('objectCreated', listener);
     assert.equal(captured.length, 1);
-    for (let i = 0; i < 3; i++) await runtime.deliverEvent(captured[0]!); // at-least-once delivery
+    for (let i = 0; i < 5; i++) await runtime.deliverEvent(captured[0]!); // at-least-once delivery
     await runtime.idle();
-    assert.equal(evals.length, before, 'no new evaluation');
+    // The re-upload is an upload of record: evaluated once, from the cache.
+    assert.equal(evals.length, before + 1, 'one evaluation for the re-upload, none for its redeliveries');
+    assert.equal(evals.at(-1)!.status, 'SUCCEEDED', evals.at(-1)!.cause);
+    assert.equal(runtime.counters().batchJobs, jobs, 'the same files: every pair a cache hit');
 
     const changed = JSON.stringify({ ...JSON.parse(manifest), created_at: '2030-01-01T00:00:00.000000Z' }, null, 2);
     await put(key, changed);
     await runtime.idle();
-    assert.equal(evals.length, before + 1);
+    assert.equal(evals.length, before + 2);
     assert.equal(evals.at(-1)!.status, 'SUCCEEDED', evals.at(-1)!.cause);
     assert.equal(runtime.counters().batchJobs, jobs, 'the same files: every pair a cache hit');
   });

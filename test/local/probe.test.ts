@@ -13,8 +13,10 @@ import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { LocalRuntime, type ExecutionRecord } from '#infra/local/runtime.ts';
 import { dynamoClient } from '#shared/clients/aws.ts';
 import { readOutcomes } from '#shared/fan-out.ts';
+import { cachePartition } from '#shared/table.ts';
 import { getArtifactVersion, listArtifactVersions } from '#shared/artifacts.ts';
 import { ProbeConfig } from '#pipelines/probe/config.ts';
+import { PROBE_PIPELINE } from '#pipelines/probe/stack.ts';
 
 const config = (overrides: Record<string, unknown> = {}) => ProbeConfig.parse({ items: [1, 2, 3], ...overrides });
 
@@ -66,7 +68,11 @@ describe('probe pipeline on the embedded runtime', () => {
   it('keys each fan-out item by its own input: one cache entry per item', async () => {
     await run({ items: [11, 12, 13] });
     const out = await dynamoClient().send(
-      new QueryCommand({ TableName: where().table, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': 'CACHE#square-item' } }),
+      new QueryCommand({
+        TableName: where().table,
+        KeyConditionExpression: 'pk = :pk',
+        ExpressionAttributeValues: { ':pk': cachePartition(PROBE_PIPELINE, 'square-item') },
+      }),
     );
     const inputs = new Set((out.Items ?? []).map((i) => i.inputs as string));
     for (const x of [11, 12, 13]) assert.ok(inputs.has(JSON.stringify({ x })), `no cache entry for item ${x}`);
@@ -76,7 +82,11 @@ describe('probe pipeline on the embedded runtime', () => {
     await run({ items: [21, 22] });
     // The sum job's summary.json, listed in its cached result's s3Outputs.
     const entries = await dynamoClient().send(
-      new QueryCommand({ TableName: where().table, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': 'CACHE#sum' } }),
+      new QueryCommand({
+        TableName: where().table,
+        KeyConditionExpression: 'pk = :pk',
+        ExpressionAttributeValues: { ':pk': cachePartition(PROBE_PIPELINE, 'sum') },
+      }),
     );
     const entry = entries.Items!.find((i) => i.inputs === JSON.stringify({ values: [441, 484], fault: 'none' }))!;
     const [output] = JSON.parse(entry.s3Outputs as string) as { Bucket: string; Key: string }[];

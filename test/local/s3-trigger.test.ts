@@ -2,7 +2,9 @@
  * The S3 trigger end to end on the embedded runtime: an upload to the platform bucket makes
  * s3rver emit an object event, the runtime turns it into EventBridge's "Object Created" event,
  * matches the probe stack's rule on `uploads/probe/*\/manifest.json` and invokes the
- * trigger Lambda, which records the object in the ledger and starts the probe once per object.
+ * trigger Lambda, which records the upload in the ledger and starts the probe once per upload:
+ * every PUT is an upload of record (also of bytes uploaded before), while a redelivered,
+ * re-announced or crafted event of one upload starts nothing more.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -20,24 +22,33 @@ let rt: LocalRuntime;
 let bucket: string;
 let s3: S3Client;
 
-type ObjectCreated = Parameters<typeof parseObjectCreatedEvent>[0] & { detail: { object: { etag: string; size: number; 'version-id'?: string } } };
+type ObjectCreated = Parameters<typeof parseObjectCreatedEvent>[0] & {
+  detail: { object: { etag: string; size: number; 'version-id'?: string; sequencer: string } };
+};
 
 /**
- * Uploads as a user would (the real client, against s3rver), waits for every event delivery,
- * and returns the EventBridge event the upload produced (what a redelivery repeats).
+ * Uploads as a user would (the real client, against s3rver), `times` PUTs at once, waits for
+ * every event delivery, and returns the EventBridge events the uploads produced (what a
+ * redelivery repeats).
  */
-async function upload(key: string, body: string): Promise<ObjectCreated> {
+async function uploadAll(key: string, body: string, times: number): Promise<ObjectCreated[]> {
   const events: ObjectCreated[] = [];
   const listener = (e: ObjectCreated) => events.push(e);
   rt.on('objectCreated', listener);
   try {
-    await s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body, ContentType: 'application/json' }));
-    await within(rt.eventsSettled(), 30_000, `the deliveries of ${key}'s event`);
+    await Promise.all(
+      Array.from({ length: times }, () => s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body, ContentType: 'application/json' }))),
+    );
+    await within(rt.eventsSettled(), 30_000, `the deliveries of ${key}'s events`);
   } finally {
     rt.off('objectCreated', listener);
   }
-  assert.equal(events.length, 1, `one event for ${key}`);
-  return events[0]!;
+  assert.equal(events.length, times, `one event per PUT of ${key}`);
+  return events;
+}
+
+async function upload(key: string, body: string): Promise<ObjectCreated> {
+  return (await uploadAll(key, body, 1))[0]!;
 }
 
 /** Executions started by uploads (their names come from the object), oldest first. */
@@ -75,8 +86,10 @@ describe('S3 trigger on the probe pipeline', () => {
 
   it('an uploaded manifest starts exactly one run, named after the object, which succeeds', { timeout: 90_000 }, async () => {
     first = await upload(MANIFEST_KEY, JSON.stringify({ step: 100, files: ['weights.bin'] }));
-    // The bucket is versioned (as on AWS): the object's identity carries its version id.
+    // The bucket is versioned (as on AWS): the version id names the upload; the event carries
+    // S3's sequencer too, which names it on a bucket without versioning.
     assert.ok(first.detail.object['version-id'], 'a versioned bucket gives each PUT a version id');
+    assert.match(first.detail.object.sequencer, /^[0-9A-F]+$/);
     const runs = triggeredRuns();
     assert.equal(runs.length, 1, `runs: ${runs.map((r) => r.name).join(', ')}`);
     firstRun = runs[0]!;
@@ -96,14 +109,21 @@ describe('S3 trigger on the probe pipeline', () => {
     assert.equal((record.output as { total: number }).total, 14, 'the default config squares and sums [1, 2, 3]');
   });
 
-  it('the same event delivered three more times starts nothing more', { timeout: 60_000 }, async () => {
-    for (let i = 0; i < 3; i++) {
-      const results = await rt.deliverEvent(first);
-      assert.deepEqual(results, [{ started: false, duplicate: true, executionName: firstRun.name }], `redelivery ${i + 1}`);
-    }
-    // S3 may also announce one object twice under different event ids: the identity is the object's.
-    const results = await rt.deliverEvent({ ...first, id: 'a-different-event-id' });
-    assert.deepEqual(results, [{ started: false, duplicate: true, executionName: firstRun.name }]);
+  it('the same event delivered five more times, re-announced or crafted, starts nothing more', { timeout: 60_000 }, async () => {
+    const duplicate = [{ started: false, duplicate: true, executionName: firstRun.name }];
+    for (let i = 0; i < 5; i++) assert.deepEqual(await rt.deliverEvent(first), duplicate, `redelivery ${i + 1}`);
+    // S3 may also announce one upload twice under another event id and time: the upload is the same.
+    assert.deepEqual(await rt.deliverEvent({ ...first, id: 'a-different-event-id', time: '2030-01-01T00:00:00Z' }), duplicate);
+    // A crafted event naming the same version with other bytes and another sequencer: the version id names the upload.
+    const crafted = {
+      ...first,
+      id: 'crafted',
+      detail: { ...first.detail, object: { ...first.detail.object, etag: 'f'.repeat(32), size: 1, sequencer: 'FFFFFFFFFFFFFFFFFFFF' } },
+    };
+    assert.deepEqual(await rt.deliverEvent(crafted), duplicate);
+    // Five at once, as EventBridge may deliver them.
+    const all = await Promise.all(Array.from({ length: 5 }, () => rt.deliverEvent(first)));
+    for (const results of all) assert.equal((results[0] as { executionName: string }).executionName, firstRun.name);
     await rt.eventsSettled();
     assert.deepEqual(
       triggeredRuns().map((r) => r.name),
@@ -111,16 +131,43 @@ describe('S3 trigger on the probe pipeline', () => {
     );
   });
 
-  it('new content under the same key is a new object version and starts a second run', { timeout: 90_000 }, async () => {
-    // The design names a run after key + version id (versioned bucket) or etag: a new PUT, a new identity.
+  it('content A, then B, then A again: every upload starts a run, the last one too', { timeout: 120_000 }, async () => {
+    const bodyA = JSON.stringify({ step: 100, files: ['weights.bin'] });
     const second = await upload(MANIFEST_KEY, JSON.stringify({ step: 200, files: ['weights.bin'] }));
     assert.notEqual(second.detail.object.etag, first.detail.object.etag);
+    const third = await upload(MANIFEST_KEY, bodyA);
+    assert.equal(third.detail.object.etag, first.detail.object.etag, 'the same bytes as the first upload');
+    const names = [first, second, third].map((e) => executionNameFor(parseObjectCreatedEvent(e)));
+    assert.equal(new Set(names).size, 3);
     const runs = triggeredRuns();
-    assert.equal(runs.length, 2, `runs: ${runs.map((r) => r.name).join(', ')}`);
-    const secondRun = runs.find((r) => r.name !== firstRun.name)!;
-    assert.equal(secondRun.name, executionNameFor(parseObjectCreatedEvent(second)));
-    const record = await finished(secondRun);
-    assert.equal(record.status, 'SUCCEEDED', `${record.error}: ${record.cause}`);
+    assert.deepEqual(
+      runs.map((r) => r.name),
+      names,
+    );
+    for (const run of runs) {
+      const record = await finished(run);
+      assert.equal(record.status, 'SUCCEEDED', `${record.error}: ${record.cause}`);
+    }
+    assert.equal((await finished(runs[2]!)).stats.batchJobs, 0, "the probe's config comes from the trigger: the third run is all cache hits");
+  });
+
+  it('five concurrent uploads of the same bytes are five uploads: five runs, each exactly once', { timeout: 120_000 }, async () => {
+    const before = triggeredRuns().length;
+    const jobs = rt.counters().batchJobs;
+    const events = await uploadAll(MANIFEST_KEY, JSON.stringify({ step: 100, files: ['weights.bin'] }), 5);
+    assert.equal(new Set(events.map((e) => e.detail.object.etag)).size, 1);
+    assert.equal(new Set(events.map((e) => e.detail.object['version-id'])).size, 5, 'each PUT a new version');
+    assert.equal(new Set(events.map((e) => e.detail.object.sequencer)).size, 5, 'each PUT a new sequencer');
+    // Every event delivered twice more, all at once: still one run per upload.
+    await Promise.all(events.flatMap((e, i) => [rt.deliverEvent(e), rt.deliverEvent({ ...e, id: `announced-again-${i}` })]));
+    await rt.eventsSettled();
+    const runs = triggeredRuns().slice(before);
+    assert.deepEqual(runs.map((r) => r.name).sort(), events.map((e) => executionNameFor(parseObjectCreatedEvent(e))).sort());
+    for (const run of runs) {
+      const record = await finished(run);
+      assert.equal(record.status, 'SUCCEEDED', `${record.error}: ${record.cause}`);
+    }
+    assert.equal(rt.counters().batchJobs - jobs, 0, 'content known before: every run from the cache');
   });
 
   it('a key the rule does not match starts nothing', { timeout: 30_000 }, async () => {

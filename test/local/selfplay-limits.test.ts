@@ -21,6 +21,7 @@ import { LocalRuntime, type ExecutionRecord } from '#infra/local/runtime.ts';
 import { pipelineNamed } from '#infra/cli/config.ts';
 import { dynamoClient, s3Client } from '#shared/clients/aws.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';
+import { cachePartition } from '#shared/table.ts';
 import { LeagueDoc } from '#shared/selfplay/league-doc.ts';
 import { SelfPlayConfig } from '#pipelines/selfplay/config.ts';
 import { SELFPLAY_PIPELINE } from '#pipelines/selfplay/stack.ts';
@@ -109,7 +110,7 @@ describe('self-play league at its limits', () => {
         new QueryCommand({
           TableName: table,
           KeyConditionExpression: 'pk = :pk',
-          ExpressionAttributeValues: { ':pk': 'CACHE#match' },
+          ExpressionAttributeValues: { ':pk': cachePartition(SELFPLAY_PIPELINE, 'match') },
           ProjectionExpression: 'pk, sk',
           ExclusiveStartKey: start,
         }),

@@ -14,6 +14,7 @@ import { dynamoClient, s3Client } from '#shared/clients/aws.ts';
 import { getArtifactVersion } from '#shared/artifacts.ts';
 import { LeagueDoc } from '#shared/selfplay/league-doc.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';
+import { cachePartition } from '#shared/table.ts';
 import { SELFPLAY_SIZES, SelfPlayConfig } from '#pipelines/selfplay/config.ts';
 import { SELFPLAY_PIPELINE } from '#pipelines/selfplay/stack.ts';
 import { CHAMPION_ARTIFACT } from '#shared/selfplay/arena.ts';
@@ -118,7 +119,11 @@ describe('self-play league on the embedded runtime (test size)', () => {
     const table = runtime.resources.tables[0]!;
     const dataDir = runtime.dataDir;
     const cached = await dynamoClient().send(
-      new QueryCommand({ TableName: table, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': 'CACHE#match' } }),
+      new QueryCommand({
+        TableName: table,
+        KeyConditionExpression: 'pk = :pk',
+        ExpressionAttributeValues: { ':pk': cachePartition(SELFPLAY_PIPELINE, 'match') },
+      }),
     );
     const victim = cached.Items!.find((item) => JSON.parse(item.inputs as string).a.id === last.id && JSON.parse(item.inputs as string).b.id === 'tactical')!;
     assert.ok(victim, 'the cached match of the last snapshot against the tactical bot');

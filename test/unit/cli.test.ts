@@ -363,7 +363,7 @@ describe('cli: local commands end to end', () => {
       await dynamoClient().send(
         new PutCommand({
           TableName: runtime.resources.tables[0]!,
-          Item: { pk: 'CACHE#prepare', sk: 'older', codeVersion: olderHash, inputs: '{}', createdAt: '2999-01-01T00:00:00.000Z', executionId: 'x' },
+          Item: { pk: 'CACHE#probe#prepare', sk: 'older', codeVersion: olderHash, inputs: '{}', createdAt: '2999-01-01T00:00:00.000Z', executionId: 'x' },
         }),
       );
     } finally {

@@ -5,7 +5,7 @@ import { ExecutionAlreadyExists, SFNClient, SFNServiceException, StartExecutionC
 import { DeleteCommand, DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { ConfigError } from '#shared/errors.ts';
-import { executionInput, executionNameFor, LEDGER_RETENTION_SECONDS, ledgerKeyFor, parseObjectCreatedEvent } from '#shared/trigger.ts';
+import { executionNameFor, LEDGER_RETENTION_SECONDS, ledgerKeyFor, parseObjectCreatedEvent, uploadIdOf } from '#shared/trigger.ts';
 
 // The handler reads its environment at import time.
 const STATE_MACHINE_ARN = 'arn:aws:states:us-east-1:123456789012:stateMachine:eval';
@@ -52,6 +52,12 @@ beforeEach(() => {
   sfn.on(StartExecutionCommand).resolves({ executionArn: EXECUTION_ARN, startDate: new Date() });
 });
 
+/** The same event from a bucket without versioning: no version id, the sequencer names the upload. */
+function unversioned(sequencer: string | undefined) {
+  const { 'version-id': _version, ...object } = event.detail.object;
+  return { ...event, detail: { ...event.detail, object: { ...object, sequencer } } };
+}
+
 describe('executionNameFor', () => {
   it('is a legal Step Functions name fixed by bucket, key and version', () => {
     const object = parseObjectCreatedEvent(event);
@@ -69,21 +75,44 @@ describe('executionNameFor', () => {
     assert.notEqual(executionNameFor({ ...object, bucket: 'a', key: 'b/c' }), executionNameFor({ ...object, bucket: 'a/b', key: 'c' }));
   });
 
-  it('uses the etag on an unversioned bucket', () => {
-    const object = { ...parseObjectCreatedEvent(event), versionId: null };
-    assert.notEqual(executionNameFor(object), executionNameFor({ ...object, etag: 'ffff' }));
+  it('names every upload apart, never by content: a re-upload of the same bytes is another upload', () => {
+    const object = parseObjectCreatedEvent(event);
+    // A versioned bucket: each PUT a new version id, the same etag.
+    const reupload = { ...object, versionId: 'another-version-same-bytes', sequencer: '00617F0829932A0000', eventId: 'e2' };
+    assert.notEqual(executionNameFor(reupload), executionNameFor(object));
+    assert.notDeepEqual(ledgerKeyFor(reupload), ledgerKeyFor(object));
+    // An unversioned bucket: the same bytes again, another PUT, another sequencer.
+    const first = parseObjectCreatedEvent(unversioned('00617F08299329D189'));
+    const again = parseObjectCreatedEvent(unversioned('00617F0829932A0000'));
+    assert.equal(first.etag, again.etag);
+    assert.notEqual(executionNameFor(again), executionNameFor(first));
+    assert.deepEqual(ledgerKeyFor(first), { pk: `EVENT#frontier-data#${first.key}#00617F08299329D189`, sk: 'EVENT' });
   });
 
-  it("with identity 'content', an unchanged re-upload is the same object and changed bytes a new one", () => {
+  it('names an upload by its version id, whatever else a repeated or crafted event of it says', () => {
     const object = parseObjectCreatedEvent(event);
-    const reupload = { ...object, versionId: 'another-version-same-bytes', eventId: 'e2' };
-    assert.equal(executionNameFor(reupload, 'content'), executionNameFor(object, 'content'));
-    assert.equal(executionInput(reupload, 'content'), executionInput(object, 'content'));
-    assert.equal(JSON.parse(executionInput(object, 'content')).trigger.versionId, null);
-    assert.deepEqual(ledgerKeyFor(reupload, 'content'), ledgerKeyFor(object, 'content'));
-    assert.notEqual(executionNameFor({ ...object, etag: 'changed' }, 'content'), executionNameFor(object, 'content'));
-    // The default identity keeps every upload apart.
-    assert.notEqual(executionNameFor(reupload), executionNameFor(object));
+    const name = executionNameFor(object);
+    const crafted = parseObjectCreatedEvent({
+      ...event,
+      id: 'crafted',
+      time: '2030-01-01T00:00:00Z',
+      detail: { ...event.detail, object: { ...event.detail.object, sequencer: '00FFFFFFFFFFFFFFFF', etag: 'ffff', size: 6 } },
+    });
+    assert.equal(uploadIdOf(object), event.detail.object['version-id']);
+    assert.equal(executionNameFor(crafted), name);
+    assert.deepEqual(ledgerKeyFor(crafted), ledgerKeyFor(object));
+  });
+
+  it('names an upload by its sequencer on an unversioned bucket and while versioning is suspended', () => {
+    const plain = parseObjectCreatedEvent(unversioned('00617F08299329D189'));
+    assert.equal(plain.versionId, null);
+    assert.equal(uploadIdOf(plain), '00617F08299329D189');
+    assert.equal(executionNameFor(parseObjectCreatedEvent({ ...unversioned('00617F08299329D189'), id: 'redelivered' })), executionNameFor(plain));
+    // Suspended versioning writes every PUT as version "null": only the sequencer tells them apart.
+    const suspended = (sequencer: string) =>
+      parseObjectCreatedEvent({ ...event, detail: { ...event.detail, object: { ...event.detail.object, 'version-id': 'null', sequencer } } });
+    assert.equal(uploadIdOf(suspended('00617F08299329D189')), '00617F08299329D189');
+    assert.notEqual(executionNameFor(suspended('00617F08299329D189')), executionNameFor(suspended('00617F0829932A0000')));
   });
 });
 
@@ -122,11 +151,12 @@ describe('trigger handler', () => {
     assert.equal(ddb.commandCalls(DeleteCommand).length, 0);
   });
 
-  it('keys the ledger by etag and passes a null version id on an unversioned bucket', async () => {
-    const { 'version-id': _version, ...object } = event.detail.object;
-    await handler({ ...event, detail: { ...event.detail, object } });
+  it('keys the ledger by the sequencer and passes a null version id on an unversioned bucket', async () => {
+    await handler(unversioned('00617F08299329D189'));
     const put = ddb.commandCalls(PutCommand)[0]!.args[0].input;
-    assert.equal(put.Item?.pk, `EVENT#frontier-data#${object.key}#${object.etag}`);
+    assert.equal(put.Item?.pk, `EVENT#frontier-data#${event.detail.object.key}#00617F08299329D189`);
+    assert.equal(put.Item?.sequencer, '00617F08299329D189');
+    assert.equal(put.Item?.etag, event.detail.object.etag);
     const start = sfn.commandCalls(StartExecutionCommand)[0]!.args[0].input;
     assert.equal(JSON.parse(start.input!).trigger.versionId, null);
   });
@@ -223,6 +253,13 @@ describe('trigger handler', () => {
       [{ ...event, detail: { ...event.detail, bucket: {} } }, /event\.detail\.bucket\.name/],
       [{ ...event, 'detail-type': 'Object Deleted' }, /event\.detail-type.*"Object Deleted"/],
       [{ ...event, id: undefined }, /event\.id/],
+      // Nothing tells this upload from another of the same key: no version id, no sequencer.
+      [unversioned(undefined), /event\.detail\.object\.sequencer: is required/],
+      [
+        { ...event, detail: { ...event.detail, object: { ...event.detail.object, 'version-id': 'null', sequencer: undefined } } },
+        /event\.detail\.object\.sequencer/,
+      ],
+      [unversioned('not-hex'), /event\.detail\.object\.sequencer: must be hexadecimal.*"not-hex"/],
       [{ Records: [] }, /event\.(id|time|detail)/],
     ];
     for (const [bad, message] of cases) {
