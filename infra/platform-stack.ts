@@ -349,7 +349,7 @@ export class PlatformStack extends Stack {
         ...httpApi.addRoutes({ path: '/approvals/{id}', methods: [HttpMethod.GET, HttpMethod.HEAD], integration }),
         ...httpApi.addRoutes({ path: SIGN_IN_RETURN_PATH, methods: [HttpMethod.GET], integration }),
       ];
-      httpApi.addRoutes({ path: '/approvals/{id}', methods: [HttpMethod.POST], integration, authorizer: signIn.authorizer() });
+      httpApi.addRoutes({ path: '/approvals/{id}', methods: [HttpMethod.POST], integration, authorizer: signIn.authorizer });
       for (const route of publicRoutes) {
         acknowledge(route, [
           {

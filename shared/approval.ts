@@ -27,6 +27,7 @@ import { ApprovalRejected, ConfigError } from './errors.ts';
 import { canonicalJson, sha256Hex } from './json.ts';
 import { valueAt } from './schema.ts';
 import { parseS3Uri } from './s3uri.ts';
+import { type CognitoPageSignIn, cognitoSignInFromEnv } from './sign-in.ts';
 import { approvalKey } from './table.ts';
 
 /** Kept after expiry so the CLI and the page can still show what happened. */
@@ -187,35 +188,30 @@ export const APPROVAL_ENV = {
   group: 'APPROVAL_GROUP',
 } as const;
 
-export type ApprovalSignIn =
-  | {
-      readonly mode: 'cognito';
-      readonly domain: string;
-      readonly clientId: string;
-      /** `<api>/approvals`: where the sign-in returns (registered as the client's callback). */
-      readonly redirectUri: string;
-      readonly scopes: readonly string[];
-      readonly group: string;
-    }
-  | { readonly mode: 'link' };
+/** Sign-in with the approvers group (the redirect URI is `<api>/approvals`), or the link-only mode. */
+export type ApprovalSignIn = (CognitoPageSignIn & { readonly group: string }) | { readonly mode: 'link' };
 
 /** The sign-in settings from the function's environment; throws naming a bad or missing variable. */
 export function approvalSignInFromEnv(env: Record<string, string | undefined>, baseUrlVariable: string): ApprovalSignIn {
-  const mode = env[APPROVAL_ENV.signIn];
-  if (mode === 'link') return { mode: 'link' };
-  if (mode !== 'cognito') throw new ConfigError(APPROVAL_ENV.signIn, mode, 'must be "cognito" or "link"; the platform stack sets it');
-  const need = (name: string): string => {
-    const value = env[name];
-    if (!value) throw new ConfigError(name, value, `must be set when ${APPROVAL_ENV.signIn} is "cognito"; the platform stack sets it`);
-    return value;
-  };
+  const settings = cognitoSignInFromEnv(
+    env,
+    {
+      mode: APPROVAL_ENV.signIn,
+      off: 'link',
+      authDomain: APPROVAL_ENV.authDomain,
+      clientId: APPROVAL_ENV.clientId,
+      more: { baseUrl: baseUrlVariable, group: APPROVAL_ENV.group },
+    },
+    'the platform stack',
+  );
+  if (!settings) return { mode: 'link' };
   return {
     mode: 'cognito',
-    domain: need(APPROVAL_ENV.authDomain).replace(/\/+$/, ''),
-    clientId: need(APPROVAL_ENV.clientId),
-    redirectUri: `${need(baseUrlVariable).replace(/\/+$/, '')}${SIGN_IN_RETURN_PATH}`,
+    domain: settings.domain,
+    clientId: settings.clientId,
+    redirectUri: `${settings.baseUrl.replace(/\/+$/, '')}${SIGN_IN_RETURN_PATH}`,
     scopes: APPROVAL_SCOPES,
-    group: need(APPROVAL_ENV.group),
+    group: settings.group,
   };
 }
 

@@ -6,9 +6,9 @@
  * 2. One function (functions/selfplay/arena) with onnxruntime-node, serving `GET /arena` (the
  *    page), `GET /` (a redirect to it) and `POST /arena/move` (the champion's reply). It reads the
  *    artifact index and the champion's files, nothing else, and writes nothing.
- * 3. By default, sign-in: a Cognito user pool (no self sign-up: admins create the accounts), a
- *    public app client for the page (authorization code + PKCE, no secret), a managed-login
- *    domain, and a JWT authorizer on the move route. The page routes stay public so that the
+ * 3. By default, sign-in (a PageSignIn): a Cognito user pool (no self sign-up: admins create the
+ *    accounts), a public app client for the page (authorization code + PKCE, no secret), a
+ *    managed-login domain, and a JWT authorizer on the move route. The page routes stay public so that the
  *    page can offer sign-in.
  *    `public: true` (context flag `arenaPublic`, see `arenaPublicFromContext`) builds no user pool
  *    and no authorizer: anyone with the URL can play, within the stage's throttle.
@@ -16,22 +16,11 @@
  * Outputs: ArenaUrl, ArenaSignInUrl (the page, starting sign-in at once) and ArenaUserPoolId.
  * One Arena per stack: the outputs have fixed names.
  */
-import { Aws, CfnOutput, Duration, Fn, RemovalPolicy, Stack, Token } from 'aws-cdk-lib';
+import { CfnOutput, Duration, RemovalPolicy, Token } from 'aws-cdk-lib';
 import { HttpApi, HttpMethod, LogGroupLogDestination } from 'aws-cdk-lib/aws-apigatewayv2';
-import { HttpJwtAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
+import type { HttpJwtAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
-import {
-  AccountRecovery,
-  CfnManagedLoginBranding,
-  FeaturePlan,
-  ManagedLoginVersion,
-  Mfa,
-  OAuthScope,
-  UserPool,
-  type UserPoolClient,
-  UserPoolClientIdentityProvider,
-  type UserPoolDomain,
-} from 'aws-cdk-lib/aws-cognito';
+import type { UserPool, UserPoolClient, UserPoolDomain } from 'aws-cdk-lib/aws-cognito';
 import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { LogGroup } from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
@@ -44,6 +33,7 @@ import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { PipelineFunction } from '#pipelines/steps/function.ts';
 import { httpAccessLogFormat } from '#pipelines/steps/access-log.ts';
 import { acknowledgeFindings, iam5Resource, type NagFinding } from '#pipelines/steps/nag-findings.ts';
+import { PageSignIn, stackDomainPrefix } from '#pipelines/steps/page-sign-in.ts';
 import type { StepResources } from '#pipelines/steps/resources.ts';
 
 /** CDK context flag that makes the arena public: `cdk deploy -c arenaPublic=true`. */
@@ -108,7 +98,6 @@ export class Arena extends Construct {
   constructor(scope: Construct, id: string, props: ArenaProps) {
     super(scope, id);
     const config = validate(props);
-    const stack = Stack.of(this);
     const { table, bucket, logRetention } = props.resources;
 
     // ---- 1. API ------------------------------------------------------------------------
@@ -135,71 +124,27 @@ export class Arena extends Construct {
     // ---- 3. Sign-in (before the function, whose environment names the client) ---------------
     let authorizer: HttpJwtAuthorizer | undefined;
     if (!config.public) {
-      const userPool = new UserPool(this, 'Users', {
-        // Admins create accounts (aws cognito-idp admin-create-user); nobody signs up alone.
-        selfSignUpEnabled: false,
-        signInAliases: { username: true, email: true },
-        autoVerify: { email: true },
-        standardAttributes: { email: { required: true, mutable: true } },
-        passwordPolicy: {
-          minLength: 12,
-          requireLowercase: true,
-          requireUppercase: true,
-          requireDigits: true,
-          requireSymbols: true,
-          tempPasswordValidity: Duration.days(7),
-        },
-        mfa: config.requireMfa ? Mfa.REQUIRED : Mfa.OPTIONAL,
-        mfaSecondFactor: { otp: true, sms: false },
-        accountRecovery: AccountRecovery.EMAIL_ONLY,
-        // Essentials: managed login and the newer sign-in pages; Plus adds threat protection,
-        // billed per monthly active user (see the COG8 acknowledgement).
-        featurePlan: FeaturePlan.ESSENTIALS,
-        userInvitation: {
+      // Id "Default", which CDK leaves out of logical ids: the pool keeps the ids it has in
+      // deployed arenas (ArenaUsers..., as if created directly here), so it is not replaced.
+      const signIn = new PageSignIn(this, 'Default', {
+        returnUrl: this.url,
+        scopes: ARENA_SCOPES,
+        invitation: {
           emailSubject: 'Your Connect Four arena account',
           emailBody: `Your user name is {username} and your temporary password is {####}. Sign in at ${this.url} to play the champion.`,
         },
         // Accounts to play a game, made by an admin in a minute: a retained pool would outlive
         // the stack and keep its domain name taken.
         removalPolicy: RemovalPolicy.DESTROY,
+        domainPrefix: config.domainPrefix ?? stackDomainPrefix('arena'),
+        requireMfa: config.requireMfa,
       });
-      const client = userPool.addClient('PageClient', {
-        // A page cannot keep a secret: authorization code with PKCE, as for any public client.
-        generateSecret: false,
-        authFlows: { userSrp: true },
-        oAuth: {
-          flows: { authorizationCodeGrant: true },
-          scopes: ARENA_SCOPES.map((scope) => OAuthScope.custom(scope)),
-          callbackUrls: [this.url],
-          logoutUrls: [this.url],
-        },
-        supportedIdentityProviders: [UserPoolClientIdentityProvider.COGNITO],
-        preventUserExistenceErrors: true,
-        accessTokenValidity: Duration.hours(1),
-        idTokenValidity: Duration.hours(1),
-        refreshTokenValidity: Duration.days(1),
-        enableTokenRevocation: true,
-      });
-      const domain = userPool.addDomain('SignIn', {
-        cognitoDomain: { domainPrefix: config.domainPrefix ?? defaultDomainPrefix() },
-        managedLoginVersion: ManagedLoginVersion.NEWER_MANAGED_LOGIN,
-      });
-      // The newer managed login shows a client's pages only once it has a style; Cognito's own.
-      new CfnManagedLoginBranding(this, 'SignInBranding', {
-        userPoolId: userPool.userPoolId,
-        clientId: client.userPoolClientId,
-        useCognitoProvidedValues: true,
-      });
-      // The issuer Cognito writes into its tokens; API Gateway checks it, the signature (keys
-      // from the issuer's JWKS), the expiry, and the audience (aud, or client_id for access tokens).
-      authorizer = new HttpJwtAuthorizer('Authorizer', `https://cognito-idp.${stack.region}.${stack.urlSuffix}/${userPool.userPoolId}`, {
-        jwtAudience: [client.userPoolClientId],
-      });
-      this.userPool = userPool;
-      this.userPoolClient = client;
-      this.signInDomain = domain;
+      authorizer = signIn.authorizer;
+      this.userPool = signIn.userPool;
+      this.userPoolClient = signIn.client;
+      this.signInDomain = signIn.domain;
       this.signInUrl = `${this.url}?sign-in=1`;
-      acknowledgeFindings(userPool, [
+      acknowledgeFindings(signIn.userPool, [
         ...(config.requireMfa
           ? []
           : [
@@ -295,14 +240,6 @@ export class Arena extends Construct {
 /** An output under a fixed name, so the README and scripts can name it. */
 function output(scope: Construct, name: string, value: string, description: string): void {
   new CfnOutput(scope, name, { value, description }).overrideLogicalId(name);
-}
-
-/**
- * "arena-" and the last group of the stack id's UUID (12 hex digits): unique per deployed stack,
- * so two accounts deploying this app never ask for the same global domain name.
- */
-function defaultDomainPrefix(): string {
-  return `arena-${Fn.select(4, Fn.split('-', Fn.select(2, Fn.split('/', Aws.STACK_ID))))}`;
 }
 
 interface ArenaConfig {

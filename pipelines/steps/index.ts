@@ -5,6 +5,7 @@ export * from './code-version.ts';
 export * from './fan-out.ts';
 export * from './function.ts';
 export * from './names.ts';
+export * from './page-sign-in.ts';
 export * from './pipeline.ts';
 export * from './pipeline-stack.ts';
 export * from './publish.ts';

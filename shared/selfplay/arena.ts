@@ -21,6 +21,7 @@ import { z } from 'zod';
 import { ArenaGameOverError, ArenaMoveError, ChampionUnavailable } from './errors.ts';
 import { COLS, ROWS, CELLS, Game, type Player } from './connect4.ts';
 import { ConfigError } from '../errors.ts';
+import { type CognitoPageSignIn, cognitoSignInFromEnv } from '../sign-in.ts';
 import { chooseMoves, type Policy } from './match.ts';
 import { seededRandom } from '../random.ts';
 import { parseOrThrow } from '../schema.ts';
@@ -183,37 +184,19 @@ export function arenaErrorResponse(error: unknown): { statusCode: number; body: 
   return undefined;
 }
 
-/** How the page signs people in. */
-export type ArenaSignIn =
-  | { readonly mode: 'none' }
-  | {
-      readonly mode: 'cognito';
-      /** Base URL of the managed-login domain: /oauth2/authorize, /oauth2/token and /logout live under it. */
-      readonly domain: string;
-      readonly clientId: string;
-      /** The page's URL, registered as the client's callback and sign-out URL. */
-      readonly redirectUri: string;
-      readonly scopes: readonly string[];
-    };
+/** How the page signs people in: none (a public arena), or Cognito returning to the page's URL. */
+export type ArenaSignIn = { readonly mode: 'none' } | CognitoPageSignIn;
 
 /** Scopes the page asks for: enough for an ID token with the person's name. */
 export const ARENA_SCOPES: readonly string[] = ['openid', 'email', 'profile'];
 
 /** The sign-in settings from the function's environment (ARENA_ENV); throws naming a bad or missing variable. */
 export function arenaSignInFromEnv(env: Record<string, string | undefined>): ArenaSignIn {
-  const mode = env[ARENA_ENV.signIn];
-  if (mode === 'none') return { mode: 'none' };
-  if (mode !== 'cognito') throw new ConfigError(ARENA_ENV.signIn, mode, 'must be "cognito" or "none"; the Arena construct sets it');
-  const need = (name: string): string => {
-    const value = env[name];
-    if (!value) throw new ConfigError(name, value, `must be set when ${ARENA_ENV.signIn} is "cognito"; the Arena construct sets it`);
-    return value;
-  };
-  return {
-    mode: 'cognito',
-    domain: need(ARENA_ENV.authDomain).replace(/\/+$/, ''),
-    clientId: need(ARENA_ENV.clientId),
-    redirectUri: need(ARENA_ENV.pageUrl),
-    scopes: ARENA_SCOPES,
-  };
+  const settings = cognitoSignInFromEnv(
+    env,
+    { mode: ARENA_ENV.signIn, off: 'none', authDomain: ARENA_ENV.authDomain, clientId: ARENA_ENV.clientId, more: { redirectUri: ARENA_ENV.pageUrl } },
+    'the Arena construct',
+  );
+  if (!settings) return { mode: 'none' };
+  return { mode: 'cognito', domain: settings.domain, clientId: settings.clientId, redirectUri: settings.redirectUri, scopes: ARENA_SCOPES };
 }

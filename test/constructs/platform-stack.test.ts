@@ -170,7 +170,8 @@ describe('PlatformStack template', () => {
     const routeKeys = resourcesOf(template, 'AWS::ApiGatewayV2::Route')
       .map((r) => r.Properties!['RouteKey'])
       .sort();
-    assert.deepEqual(routeKeys, ['GET /approvals', 'GET /approvals/{id}', 'POST /approvals/{id}']);
+    // HEAD reaches the function, which answers 405 rather than API Gateway's 404.
+    assert.deepEqual(routeKeys, ['GET /approvals', 'GET /approvals/{id}', 'HEAD /approvals/{id}', 'POST /approvals/{id}']);
     template.hasResourceProperties('AWS::ApiGatewayV2::Stage', {
       StageName: '$default',
       AutoDeploy: true,
@@ -294,7 +295,7 @@ describe('PlatformStack: approvers sign in by default', () => {
     const [clientId] = Object.keys(template.findResources('AWS::Cognito::UserPoolClient'));
     assert.deepEqual(jwt.Audience, [{ Ref: clientId }]);
     assert.match(JSON.stringify(jwt.Issuer), /cognito-idp\./);
-    for (const key of ['GET /approvals/{id}', 'GET /approvals']) assert.notEqual(routeOf(template, key).AuthorizationType, 'JWT', key);
+    for (const key of ['GET /approvals/{id}', 'HEAD /approvals/{id}', 'GET /approvals']) assert.notEqual(routeOf(template, key).AuthorizationType, 'JWT', key);
   });
 
   it('tells the function how to sign in and which group may decide', () => {
@@ -329,7 +330,7 @@ describe('PlatformStack: the link-only mode (approvalSignIn=false)', () => {
       const routeKeys = resourcesOf(template, 'AWS::ApiGatewayV2::Route')
         .map((r) => r.Properties!['RouteKey'])
         .sort();
-      assert.deepEqual(routeKeys, ['GET /approvals/{id}', 'POST /approvals/{id}']);
+      assert.deepEqual(routeKeys, ['GET /approvals/{id}', 'HEAD /approvals/{id}', 'POST /approvals/{id}']);
       template.hasResourceProperties('AWS::Lambda::Function', {
         Description: 'Approval page (GET) and decision (POST) for approval gates.',
         Environment: { Variables: Match.objectLike({ APPROVAL_SIGN_IN: 'link' }) },
