@@ -43,6 +43,9 @@ export class LmSftStack extends PipelineStack {
       cache: this.cache,
     });
     const output = new sfn.Pass(this, 'Output', { parameters: { 'run.$': '$.config.run', 'train.$': '$.steps.train' } });
-    this.finish(train.next(output), { timeout: Duration.hours(12) });
+    // Long enough for the job's worst case (3 attempts of 8 h, spot reclaims resuming from the last
+    // checkpoint), so a run never stops a training that Batch is still retrying; stopping a run
+    // cancels its job (submitJob.sync's TerminateJob).
+    this.finish(train.next(output), { timeout: Duration.hours(25) });
   }
 }

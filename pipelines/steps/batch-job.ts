@@ -19,6 +19,7 @@ import {
   RetryStrategy,
   type CfnJobDefinition,
 } from 'aws-cdk-lib/aws-batch';
+import { Platform } from 'aws-cdk-lib/aws-ecr-assets';
 import { ContainerImage } from 'aws-cdk-lib/aws-ecs';
 import { Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
@@ -99,6 +100,10 @@ export class BatchJob extends Construct {
   readonly jobDir: string;
   /** Wall-clock limit per attempt, in seconds. */
   readonly timeoutSeconds: number;
+  /** Batch attempts (spot reclaims and failed pulls are retried). */
+  readonly attempts: number;
+  /** The longest the job can keep its state machine waiting: every attempt to its timeout. */
+  readonly worstCaseSeconds: number;
   /** A sandboxed job's declared outputs (besides result.json); undefined for a trusted job. */
   readonly sandboxOutputs?: readonly string[];
 
@@ -131,6 +136,8 @@ export class BatchJob extends Construct {
     }
     this.jobDir = jobDir;
     this.timeoutSeconds = (props.timeout ?? Duration.hours(2)).toSeconds();
+    this.attempts = attempts;
+    this.worstCaseSeconds = this.timeoutSeconds * attempts;
     this.sandboxOutputs = props.sandbox ? [...props.sandbox.outputs] : undefined;
     this.codeVersion = props.entry === undefined ? jobCodeVersion(jobDir, props.salt) : nodeJobCodeVersion(jobDir, join(jobDir, props.entry), props.salt);
     const baseCommand = props.entry === undefined ? (props.command ?? ['python3', 'main.py']) : [...NODE_JOB_COMMAND];
@@ -164,8 +171,12 @@ export class BatchJob extends Construct {
     const common = {
       image:
         props.entry === undefined
-          ? ContainerImage.fromAsset(join(REPO_ROOT, 'batch-jobs'), { file: `${props.job}/Dockerfile` })
-          : ContainerImage.fromAsset(REPO_ROOT, { file: `batch-jobs/${props.job}/Dockerfile`, exclude: nodeJobContextExcludes(props.job) }),
+          ? ContainerImage.fromAsset(join(REPO_ROOT, 'batch-jobs'), { file: `${props.job}/Dockerfile`, platform: JOB_IMAGE_PLATFORM })
+          : ContainerImage.fromAsset(REPO_ROOT, {
+              file: `batch-jobs/${props.job}/Dockerfile`,
+              exclude: nodeJobContextExcludes(props.job),
+              platform: JOB_IMAGE_PLATFORM,
+            }),
       command,
       ...(jobRole ? { jobRole } : {}),
       environment: props.sandbox
@@ -227,6 +238,13 @@ export class BatchJob extends Construct {
 }
 
 /** The container command of every Node job: its Dockerfile bundles the entry to main.mjs. */
+/**
+ * Every image is built for x86-64, whatever machine runs `cdk deploy` (an Apple Silicon or
+ * Graviton laptop would build arm64 by default): the compute environments run x86-64 instances
+ * (g5/g6 GPUs, Fargate's default X86_64), where an arm64 image fails with "exec format error".
+ */
+export const JOB_IMAGE_PLATFORM = Platform.LINUX_AMD64;
+
 export const NODE_JOB_COMMAND: readonly string[] = ['node', 'main.mjs'];
 
 /**
