@@ -8,7 +8,7 @@
 import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { z } from 'zod';
-import { s3Client } from './clients/aws.ts';
+import { s3PresignClient } from './clients/aws.ts';
 import { parseS3Uri } from './s3uri.ts';
 
 export const MAX_PRESIGN_SECONDS = 12 * 3600;
@@ -38,10 +38,10 @@ export async function presignJob(request: PresignRequest): Promise<{ specUrl: st
   const spec = parseS3Uri(request.specUri, 'presign.specUri');
   const output = parseS3Uri(request.outputUri, 'presign.outputUri');
   const expiresIn = request.expiresSeconds;
-  const specUrl = await getSignedUrl(s3Client(), new GetObjectCommand(spec), { expiresIn });
+  const specUrl = await getSignedUrl(s3PresignClient(), new GetObjectCommand(spec), { expiresIn });
   const urls: Record<string, string> = {};
   for (const name of [...new Set(['result.json', ...request.outputs])]) {
-    urls[name] = await getSignedUrl(s3Client(), new PutObjectCommand({ Bucket: output.Bucket, Key: `${output.Key}${name}` }), { expiresIn });
+    urls[name] = await getSignedUrl(s3PresignClient(), new PutObjectCommand({ Bucket: output.Bucket, Key: `${output.Key}${name}` }), { expiresIn });
   }
   // A string: the container override's environment takes text, and the stager parses it.
   return { specUrl, outputUrls: JSON.stringify(urls) };

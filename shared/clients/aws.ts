@@ -14,6 +14,7 @@ import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 
 let dynamo: DynamoDBDocumentClient | undefined;
 let s3: S3Client | undefined;
+let s3Presign: S3Client | undefined;
 let sfn: SFNClient | undefined;
 let ses: SESv2Client | undefined;
 let secrets: SecretsManagerClient | undefined;
@@ -30,6 +31,16 @@ export function s3Client(): S3Client {
   // (no dots), and is what loopback emulators serve.
   s3 ??= new S3Client({ forcePathStyle: true });
   return s3;
+}
+
+/**
+ * The client that presigns URLs: it adds a checksum only where S3 requires one. The default
+ * (WHEN_SUPPORTED) signs a PUT URL with the CRC32 of the empty body it was given, which S3 then
+ * compares with the body actually uploaded through the URL, and refuses.
+ */
+export function s3PresignClient(): S3Client {
+  s3Presign ??= new S3Client({ forcePathStyle: true, requestChecksumCalculation: 'WHEN_REQUIRED' });
+  return s3Presign;
 }
 
 /**
@@ -74,5 +85,5 @@ export function secretsClient(): SecretsManagerClient {
  * outlive an endpoint (the CLI and tests start and stop local emulators); a Lambda never needs it.
  */
 export function resetClients(): void {
-  dynamo = s3 = sfn = ses = secrets = undefined;
+  dynamo = s3 = s3Presign = sfn = ses = secrets = undefined;
 }
