@@ -5,13 +5,14 @@
  * carries the match requests, the fan-out's records and the ratings, all of which grow with the
  * league: the run completes and its largest state stays far below 256 KiB.
  *
- * Then every match fails. The next opponents come from the Elo table, so a league whose matches
- * fail trains against other players: to keep every training cached, the failing league takes no
- * snapshot opponents (opponents 0). A run with opponents 0 trains its 40 snapshots; each one's
- * ONNX is then corrupted and the cached matches forgotten, and a rerun that tolerates every
- * failure (maxFailedMatchPercent 100) plays its 40 generations, records all 860 failures with
- * their reason in the league document, holds a small state, and fails at the report (nothing
- * to publish) with an error that names the first failure and the league document.
+ * Then every match fails, in a league of 5 generations (20 pairs: what failing records hold per
+ * pair is bounded the same way at any size). The next opponents come from the Elo table, so a
+ * league whose matches fail trains against other players: to keep every training cached, that
+ * league takes no snapshot opponents (opponents 0). A run trains its 5 snapshots; each one's ONNX
+ * is then corrupted and the cached matches forgotten, and a rerun that tolerates every failure
+ * (maxFailedMatchPercent 100) plays its generations, records every failure with its reason in
+ * the league document, and fails at the report (nothing to publish) with an error that names the
+ * first failure and the league document.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -98,7 +99,8 @@ describe('self-play league at its limits', () => {
   });
 
   it('every match failing is recorded pair by pair, and the run ends naming where', { timeout: 20 * 60_000 }, async () => {
-    const alone = { ...config, opponents: 0 };
+    const alone = { ...config, generations: 5, opponents: 0 };
+    const failing = Array.from({ length: alone.generations }, (_, k) => 2 + k).reduce((a, b) => a + b, 0);
     const trained = await runtime.startExecution(SELFPLAY_PIPELINE, { config: alone }).done;
     assert.equal(trained.status, 'SUCCEEDED', `${trained.error}: ${trained.cause}`);
     const league = await readLeague((trained.output as LeagueOutput).leagueUri);
@@ -118,14 +120,14 @@ describe('self-play league at its limits', () => {
       cached.push(...page.Items!);
       start = page.LastEvaluatedKey;
     } while (start);
-    // Both runs' matches: the second run's snapshots are new players (trained against other opponents).
-    assert.equal(cached.length, 2 * pairs - 2, 'every match was cached (the first generation played the same pairs in both)');
+    // Both runs' matches: the second run's later snapshots are new players (trained against other opponents).
+    assert.equal(cached.length, pairs + failing - 2, 'every match was cached (the first generation played the same pairs in both)');
     for (let i = 0; i < cached.length; i += 25) {
       const batch = cached.slice(i, i + 25).map((item) => ({ DeleteRequest: { Key: { pk: item.pk, sk: item.sk } } }));
       await dynamoClient().send(new BatchWriteCommand({ RequestItems: { [table]: batch } }));
     }
     const snapshots = league.players.filter((p) => p.kind === 'snapshot');
-    assert.equal(snapshots.length, config.generations);
+    assert.equal(snapshots.length, alone.generations);
     for (const player of snapshots) {
       await s3Client().send(new PutObjectCommand({ ...parseS3Uri(player.onnxUri!), Body: Buffer.from(`${player.id}: not an onnx model`) }));
     }
@@ -140,12 +142,12 @@ describe('self-play league at its limits', () => {
     // Nothing to publish: the run fails at the report, naming why and where every failure is.
     assert.equal(broken.status, 'FAILED');
     assert.equal(broken.error, 'NoRatedSnapshot', broken.cause);
-    assert.match(broken.cause ?? '', new RegExp(`all ${pairs} matches failed \\(the first, gen-1~random: InvalidPolicyModel\\)`));
+    assert.match(broken.cause ?? '', new RegExp(`all ${failing} matches failed \\(the first, gen-1~random: InvalidPolicyModel\\)`));
     const leagueUri = /the league document records every failure: (s3:\/\/\S+\.json)/.exec(broken.cause ?? '')?.[1];
     assert.ok(leagueUri, broken.cause);
     const brokenLeague = await readLeague(leagueUri);
-    assert.equal(brokenLeague.generations.length, config.generations);
-    assert.equal(brokenLeague.failures.length, pairs);
+    assert.equal(brokenLeague.generations.length, alone.generations);
+    assert.equal(brokenLeague.failures.length, failing);
     assert.equal(brokenLeague.champion, null);
     assert.ok(
       brokenLeague.failures.every((f) => f.error === 'InvalidPolicyModel'),
