@@ -4,8 +4,8 @@
  * Secrets Manager (GetSecretValue) and SES v2 (SendEmail, written to the outbox as .eml).
  * Handlers reach it through AWS_ENDPOINT_URL_SFN / _SECRETS_MANAGER / _SESV2.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { listen, refuseJson, type Listening } from './emulators.ts';
+import { createServer, type ServerResponse } from 'node:http';
+import { listen, readAll, refuseJson, type Listening } from './emulators.ts';
 import { writeEml } from './outbox.ts';
 import { type LocalCredentials, SignatureRefused, verifySignature } from './sigv4.ts';
 
@@ -27,12 +27,6 @@ export interface AwsApiHandlers {
   sendEmail(body: Record<string, unknown>): Promise<{ MessageId: string }>;
 }
 
-async function readBody(req: IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
-}
-
 function reply(res: ServerResponse, status: number, body: unknown, contentType = 'application/x-amz-json-1.0') {
   res.writeHead(status, { 'content-type': contentType });
   res.end(JSON.stringify(body));
@@ -42,7 +36,7 @@ function reply(res: ServerResponse, status: number, body: unknown, contentType =
 export async function startAwsApi(port: number, credentials: LocalCredentials, handlers: AwsApiHandlers): Promise<Listening> {
   const server = createServer(async (req, res) => {
     try {
-      const bytes = await readBody(req);
+      const bytes = await readAll(req);
       try {
         await verifySignature({ method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers, body: bytes }, credentials);
       } catch (error) {

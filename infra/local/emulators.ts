@@ -60,7 +60,8 @@ export async function listen(server: HttpServer, port: number, what: string): Pr
   };
 }
 
-async function readAll(req: IncomingMessage): Promise<Buffer> {
+/** A request's whole body. */
+export async function readAll(req: IncomingMessage): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const chunk of req) chunks.push(chunk as Buffer);
   return Buffer.concat(chunks);

@@ -102,6 +102,16 @@ function signer(credentials: LocalCredentials, region: string, service: string):
   return new SignatureV4({ credentials, region, service, sha256: NodeSha256, uriEscapePath: service !== 's3', applyChecksum: false });
 }
 
+/** The headers a signature names, as received, values trimmed and inner spaces folded (SigV4's canonical form). */
+function signedHeaders(received: IncomingHttpHeaders, signed: readonly string[]): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const name of signed) {
+    const value = headerValue(received, name);
+    if (value !== undefined) headers[name] = value.trim().replace(/\s+/g, ' ');
+  }
+  return headers;
+}
+
 function hostParts(headers: IncomingHttpHeaders): { hostname: string; port?: number } {
   const host = headerValue(headers, 'host') ?? '';
   const [hostname = '', port] = host.split(':');
@@ -125,11 +135,7 @@ export async function verifySignature(request: ReceivedRequest, credentials: Loc
     const signingDate = amzDate(headerValue(request.headers, 'x-amz-date'));
     if (!signingDate) throw new SignatureRefused('IncompleteSignature', 'the signed request has no X-Amz-Date header');
     const signed = signedList!.split(';');
-    const headers: Record<string, string> = {};
-    for (const name of signed) {
-      const value = headerValue(request.headers, name);
-      if (value !== undefined) headers[name] = value.trim().replace(/\s+/g, ' ');
-    }
+    const headers = signedHeaders(request.headers, signed);
     const remade = await signer(credentials, region!, service!).sign(
       { method: request.method, protocol: 'http:', ...hostParts(request.headers), path, query, headers, body: request.body },
       { signingDate, signableHeaders: new Set(signed) },
@@ -153,11 +159,7 @@ export async function verifySignature(request: ReceivedRequest, credentials: Loc
     throw new SignatureRefused('IncompleteSignature', 'the presigned URL has no valid X-Amz-Date or X-Amz-Expires');
   if (now.getTime() > signingDate.getTime() + expiresIn * 1000) throw new SignatureRefused('AccessDenied', 'Request has expired');
   const signed = String(query['X-Amz-SignedHeaders'] ?? 'host').split(';');
-  const headers: Record<string, string> = {};
-  for (const name of signed) {
-    const value = headerValue(request.headers, name);
-    if (value !== undefined) headers[name] = value.trim().replace(/\s+/g, ' ');
-  }
+  const headers = signedHeaders(request.headers, signed);
   // The presigner signs S3's payload hash as a header it then moves into the query: put it back.
   const payload = query['X-Amz-Content-Sha256'];
   if (typeof payload === 'string') headers['X-Amz-Content-Sha256'] = payload;
