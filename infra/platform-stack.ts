@@ -50,6 +50,7 @@ export const PLATFORM_CONTEXT = {
   senderEmail: 'frontier:senderEmail',
   approverEmail: 'frontier:approverEmail',
   logRetentionDays: 'frontier:logRetentionDays',
+  gpuSpot: 'frontier:gpuSpot',
 } as const;
 
 /** What the platform stack shares with the pipeline stacks. */
@@ -94,7 +95,10 @@ export interface PlatformStackProps extends StackProps {
   readonly cpuMaxvCpus?: number;
   /**
    * Run GPU jobs on spot instances (about a third of the on-demand price; a reclaimed job is
-   * retried as a Batch attempt and resumes from its last checkpoint). Default: true.
+   * retried as a Batch attempt and resumes from its last checkpoint). False runs them on
+   * on-demand instances, for an account whose G and VT spot quota is 0. Switching it after the
+   * first deploy replaces the GPU compute environment (wait for running GPU jobs first).
+   * Default: context `frontier:gpuSpot` (`-c frontier:gpuSpot=false`), else true.
    */
   readonly gpuSpot?: boolean;
   /**
@@ -215,7 +219,11 @@ export class PlatformStack extends Stack {
     const jobSubnets: ec2.SubnetSelection = { subnetType: ec2.SubnetType.PUBLIC };
 
     // ---- 4. Batch ----------------------------------------------------------------------
-    const gpuCompute = new batch.ManagedEc2EcsComputeEnvironment(this, 'GpuCompute', {
+    // The purchase option is part of the compute environment's logical id: CloudFormation cannot
+    // change a compute environment's type (SPOT, EC2) in place, so switching gpuSpot makes a new
+    // environment, points the queue at it, then deletes the old one. The spot one keeps the id
+    // the first deployments had.
+    const gpuCompute = new batch.ManagedEc2EcsComputeEnvironment(this, config.gpuSpot ? 'GpuCompute' : 'GpuComputeOnDemand', {
       vpc,
       vpcSubnets: jobSubnets,
       instanceClasses: [ec2.InstanceClass.G6, ec2.InstanceClass.G5],
@@ -239,8 +247,12 @@ export class PlatformStack extends Stack {
     ]);
     const gpuQueue = new batch.JobQueue(this, 'GpuQueue', {
       computeEnvironments: [{ computeEnvironment: gpuCompute, order: 1 }],
+      // A job that cannot be placed sits RUNNABLE, silently, until its state machine times out
+      // (days): an account whose G and VT vCPU quota is 0, the default of many, never launches
+      // an instance. Batch cancels a job blocked this long at the head of the queue, and its run
+      // fails with the reason, which the command line reads as the quota to check.
+      jobStateTimeLimitActions: gpuQueueTimeLimits(),
     });
-
     const cpuCompute = new batch.FargateComputeEnvironment(this, 'CpuCompute', {
       vpc,
       vpcSubnets: jobSubnets,
@@ -431,7 +443,8 @@ export class PlatformStack extends Stack {
     const cpuMaxvCpus = requireIntegerIn('cpuMaxvCpus', props.cpuMaxvCpus ?? 64, 1, 4096);
     const approvalSignIn = props.approvalSignIn ?? approvalSignInFromContext(this);
     if (typeof approvalSignIn !== 'boolean') throw new ConfigError('approvalSignIn', approvalSignIn, 'must be true or false');
-    return { senderEmail, approverEmail, logRetentionDays, gpuMaxvCpus, cpuMaxvCpus, gpuSpot: props.gpuSpot ?? true, approvalSignIn };
+    const gpuSpot = requireBoolean('gpuSpot', props.gpuSpot ?? fromContext(PLATFORM_CONTEXT.gpuSpot) ?? true);
+    return { senderEmail, approverEmail, logRetentionDays, gpuMaxvCpus, cpuMaxvCpus, gpuSpot, approvalSignIn };
   }
 }
 
@@ -449,6 +462,28 @@ function requireRetention(field: string, value: unknown): number {
     throw new ConfigError(field, value, `must be one of ${[...RETENTION_DAYS].sort((a, b) => a - b).join(', ')}`);
   }
   return days;
+}
+
+function requireBoolean(field: string, value: unknown): boolean {
+  // Context given on the command line (-c frontier:gpuSpot=false) arrives as a string.
+  if (value === true || value === 'true') return true;
+  if (value === false || value === 'false') return false;
+  throw new ConfigError(field, value, `must be true or false (prop ${field} or context frontier:${field})`);
+}
+
+/**
+ * When the GPU queue gives up on a job that cannot be placed. Capacity (no spot capacity, or a
+ * vCPU quota that admits no instance: EC2 reports both as failed launches) gets an hour, since
+ * spot capacity often returns within one; a misconfiguration (a job larger than any instance
+ * type or than the environment's maxvCpus) never fixes itself and gets the shortest time Batch
+ * allows.
+ */
+export function gpuQueueTimeLimits(): batch.JobStateTimeLimitAction[] {
+  return [
+    { reason: batch.JobStateTimeLimitActionsReason.INSUFFICIENT_INSTANCE_CAPACITY, maxTime: Duration.hours(1) },
+    { reason: batch.JobStateTimeLimitActionsReason.COMPUTE_ENVIRONMENT_MAX_RESOURCE, maxTime: Duration.minutes(10) },
+    { reason: batch.JobStateTimeLimitActionsReason.JOB_RESOURCE_REQUIREMENT, maxTime: Duration.minutes(10) },
+  ].map((limit) => ({ ...limit, state: batch.JobStateTimeLimitActionsState.RUNNABLE, action: batch.JobStateTimeLimitActionsAction.CANCEL }));
 }
 
 function requireIntegerIn(field: string, value: number, min: number, max: number): number {

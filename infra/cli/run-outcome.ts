@@ -8,6 +8,8 @@
  * loopback API) say who started them.
  */
 
+import { blockedJobHint } from '#shared/batch-capacity.ts';
+
 /** How a run ended, as the execution's record or DescribeExecution gives it. */
 export interface RunEnd {
   readonly status: string;
@@ -56,6 +58,13 @@ export function readableError(error: string | undefined, cause: string | undefin
     const job = typeof parsed.JobName === 'string' ? parsed.JobName : String(parsed.JobId ?? 'the job');
     const container = isObject(parsed.Container) ? parsed.Container : {};
     const exit = typeof container.ExitCode === 'number' ? ` (exit code ${container.ExitCode})` : '';
+    const hint = blockedJobHint(parsed.StatusReason);
+    if (hint) {
+      // The hint is what a person acts on: it is kept whole and the reason is cut to make room.
+      const reason = oneLine(`job ${job}: ${parsed.StatusReason}`);
+      const room = MAX_MESSAGE_CHARS - hint.length - 2;
+      return { name: error || 'Error', message: `${reason.length > room ? `${reason.slice(0, Math.max(0, room - 3))}...` : reason}: ${hint}` };
+    }
     return { name: error || 'Error', message: oneLine(`job ${job}: ${parsed.StatusReason}${exit}`) };
   }
   return { name: error || 'Error', message: oneLine(cause ?? '') };

@@ -35,6 +35,7 @@ import { META } from './function.ts';
 import { acknowledgeFindings, s3GrantFindings } from './nag-findings.ts';
 import type { StepResources } from './resources.ts';
 import type { SandboxNetwork } from './sandbox-network.ts';
+import { checkFitsInstance, DEFAULT_GPU_INSTANCE, defaultGpuJobMemoryMiB, type GpuInstanceType } from './gpu-instances.ts';
 
 export interface BatchJobProps {
   /** Folder name under batch-jobs/. */
@@ -53,8 +54,17 @@ export interface BatchJobProps {
   readonly gpus?: number;
   /** vCPUs per job. Default: 2 (CPU) or 4 (GPU). */
   readonly vcpus?: number;
-  /** Memory per job. Default: 4 GiB (CPU) or 16 GiB (GPU). */
+  /**
+   * Memory per job. Default: 4 GiB (CPU); for a GPU job, what its instance type registers for
+   * jobs, rounded down to 512 MiB (15,360 MiB on a g6.xlarge; see gpu-instances.ts).
+   */
   readonly memory?: Size;
+  /**
+   * A GPU job: the instance type it is sized for. The synth fails when its vCPUs, memory or GPUs
+   * would not fit what that type registers (Batch would launch a larger, dearer one).
+   * Default: g6.xlarge (4 vCPUs, 1 GPU, 16 GiB).
+   */
+  readonly instanceType?: GpuInstanceType;
   /** Wall-clock limit per attempt. Default: 2 hours. */
   readonly timeout?: Duration;
   /** Batch attempts for spot reclaims and host failures. Default: 3. */
@@ -120,6 +130,12 @@ export class BatchJob extends Construct {
       throw new ConfigError('attempts', attempts, 'must be an integer from 1 to 10 (the Batch limit)');
     }
     if (props.entry !== undefined) checkEntry(props.job, jobDir, props.entry, props.command);
+    if (gpus === 0 && props.instanceType !== undefined) {
+      throw new ConfigError('instanceType', props.instanceType, `job ${props.job} has no GPU: it runs on Fargate, which picks no instance type`);
+    }
+    const instanceType = props.instanceType ?? DEFAULT_GPU_INSTANCE;
+    const gpuMemory = props.memory ?? Size.mebibytes(defaultGpuJobMemoryMiB(instanceType));
+    if (gpus > 0) checkFitsInstance(props.job, instanceType, { vcpus: props.vcpus ?? 4, memoryMiB: gpuMemory.toMebibytes(), gpus });
     if (props.sandbox && (props.entry !== undefined || gpus > 0)) {
       throw new ConfigError('sandbox', props.job, 'a sandboxed job is a Python job on the CPU queue (no entry, no GPU)');
     }
@@ -192,7 +208,7 @@ export class BatchJob extends Construct {
             ...common,
             gpu: gpus,
             cpu: props.vcpus ?? 4,
-            memory: props.memory ?? Size.gibibytes(16),
+            memory: gpuMemory,
           })
         : new EcsFargateContainerDefinition(this, 'Container', {
             ...common,
@@ -233,6 +249,7 @@ export class BatchJob extends Construct {
         ...(props.sandbox.worker ? { worker: props.sandbox.worker } : {}),
       });
     }
+    if (gpus > 0) cfn.addMetadata(META.jobInstanceType, instanceType);
     cfn.addMetadata(META.codeVersion, this.codeVersion.hash);
   }
 }

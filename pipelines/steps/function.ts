@@ -23,6 +23,8 @@ export const META = {
   jobCommand: 'frontier:jobCommand',
   /** A sandboxed job's declared outputs and local limits. */
   jobSandbox: 'frontier:jobSandbox',
+  /** The GPU instance type a GPU job is sized for (pipelines/steps/gpu-instances.ts). */
+  jobInstanceType: 'frontier:jobInstanceType',
 } as const;
 
 /** onnxruntime-node and what it needs at run time (adm-zip and global-agent serve only its installer). */

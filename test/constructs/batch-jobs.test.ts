@@ -4,7 +4,9 @@
  *   stopped run must not leave a GPU job billing through its attempts);
  * - every state machine's timeout covers each of its jobs' worst case (every attempt to its
  *   timeout), and a stack where it does not fails the synth naming both figures;
- * - every job image is built for linux/amd64, whatever machine synthesizes it.
+ * - every job image is built for linux/amd64, whatever machine synthesizes it;
+ * - every GPU job fits what its named instance type registers for jobs (a job asking for an
+ *   xlarge's installed 16 GiB lands on a 2xlarge), and a job that would not fails the synth.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -16,6 +18,9 @@ import { PIPELINES } from '#infra/registry.ts';
 import { BatchJob, runJob, step } from '#pipelines/steps/index.ts';
 import { PipelineStateMachine } from '#pipelines/steps/pipeline.ts';
 import { ConfigError } from '#shared/errors.ts';
+import { Size } from 'aws-cdk-lib';
+import { GPU_INSTANCES, type GpuInstanceType, registrableMemoryMiB } from '#pipelines/steps/gpu-instances.ts';
+import { META } from '#pipelines/steps/function.ts';
 import { definitionOf, minimalScope } from '../support/stacks.ts';
 
 type Statement = { Action: string | string[]; Resource: unknown; Effect: string };
@@ -65,6 +70,46 @@ describe('Batch jobs against a real account', () => {
       );
     assert.ok(images.length >= 5, `job images found: ${images.length}`);
     for (const { stack, asset } of images) assert.equal(asset.platform, 'linux/amd64', `${stack}: ${asset.path}`);
+  });
+
+  it('sizes every GPU job to fit its instance type: a g6.xlarge job fits in what a g6.xlarge registers', () => {
+    let gpuJobs = 0;
+    for (const entry of PIPELINES) {
+      const stack = assembly.getStackByName(entry.stackId);
+      const template = stack.template as {
+        Resources: Record<string, { Type: string; Properties: Record<string, unknown>; Metadata?: Record<string, unknown> }>;
+      };
+      for (const [logicalId, resource] of Object.entries(template.Resources)) {
+        if (resource.Type !== 'AWS::Batch::JobDefinition') continue;
+        const container = resource.Properties['ContainerProperties'] as { ResourceRequirements: { Type: string; Value: string }[] };
+        const request = Object.fromEntries(container.ResourceRequirements.map((r) => [r.Type, Number(r.Value)]));
+        if (!request['GPU']) continue;
+        gpuJobs += 1;
+        const type = resource.Metadata?.[META.jobInstanceType] as GpuInstanceType;
+        assert.ok(Object.hasOwn(GPU_INSTANCES, type), `${entry.name} ${logicalId}: ${type}`);
+        const where = `${entry.name} ${logicalId} on ${type}`;
+        assert.ok(request['MEMORY']! <= registrableMemoryMiB(type), `${where}: ${request['MEMORY']} MiB > ${registrableMemoryMiB(type)} MiB registrable`);
+        assert.ok(request['VCPU']! <= GPU_INSTANCES[type].vcpus, `${where}: ${request['VCPU']} vCPUs`);
+        assert.ok(request['GPU']! <= GPU_INSTANCES[type].gpus, `${where}: ${request['GPU']} GPUs`);
+      }
+    }
+    assert.ok(gpuJobs >= 3, `GPU jobs found: ${gpuJobs}`);
+    // The model keeps a 16 GiB instance's job under its installed memory, with room for the kernel.
+    assert.ok(registrableMemoryMiB('g6.xlarge') < 16_384 - 512 && registrableMemoryMiB('g6.xlarge') > 14_336);
+  });
+
+  it('fails the synth when a GPU job asks for more than its instance type registers, naming the field', () => {
+    const { stack, resources } = minimalScope();
+    assert.throws(
+      () => new BatchJob(stack, 'Big', { job: 'probe-sum', resources, gpus: 1, memory: Size.gibibytes(16) }),
+      (e: unknown) => e instanceof ConfigError && e.field === 'memory' && /16384 MiB/.test(e.message) && /g6\.xlarge registers about \d+ MiB/.test(e.message),
+    );
+    assert.throws(
+      () => new BatchJob(stack, 'Wide', { job: 'probe-sum', resources, gpus: 1, vcpus: 8 }),
+      (e: unknown) => e instanceof ConfigError && e.field === 'vcpus' && /4 vCPUs/.test(e.message),
+    );
+    // Sized for the 2xlarge on purpose, the same request fits.
+    new BatchJob(stack, 'Sized', { job: 'probe-sum', resources, gpus: 1, memory: Size.gibibytes(16), vcpus: 8, instanceType: 'g6.2xlarge' });
   });
 
   it('fails the synth when a job can outlast its state machine, naming both figures', () => {

@@ -147,6 +147,37 @@ describe('PlatformStack template', () => {
     });
   });
 
+  it('cancels a GPU job blocked RUNNABLE at the head of the queue instead of leaving it there for days', () => {
+    const [gpuQueue] = resourcesOf(template, 'AWS::Batch::JobQueue').filter((q) => q.Properties!['JobStateTimeLimitActions']);
+    assert.ok(gpuQueue, 'the GPU queue has time limits');
+    const limits = gpuQueue.Properties!['JobStateTimeLimitActions'] as { Action: string; State: string; Reason: string; MaxTimeSeconds: number }[];
+    assert.deepEqual(limits.map((l) => [l.Reason, l.MaxTimeSeconds]).sort(), [
+      ['CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY', 3600],
+      ['MISCONFIGURATION:COMPUTE_ENVIRONMENT_MAX_RESOURCE', 600],
+      ['MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT', 600],
+    ]);
+    for (const limit of limits) assert.deepEqual([limit.State, limit.Action], ['RUNNABLE', 'CANCEL']);
+  });
+
+  it('runs GPU jobs on demand with context frontier:gpuSpot=false, in an environment of its own', () => {
+    const app = newApp({ context: { 'frontier:gpuSpot': 'false' } });
+    const onDemand = Template.fromStack(new PlatformStack(app, 'Platform'));
+    const gpuEnvironments = (t: Template) =>
+      Object.entries(t.findResources('AWS::Batch::ComputeEnvironment'))
+        .map(([id, r]) => [id, (r as Resource).Properties!['ComputeResources'] as { Type: string }] as const)
+        .filter(([, c]) => c.Type !== 'FARGATE');
+    const [[spotId, spot]] = gpuEnvironments(template) as [readonly [string, { Type: string }]];
+    const [[onDemandId, ec2]] = gpuEnvironments(onDemand) as [readonly [string, { Type: string }]];
+    assert.deepEqual([spot.Type, ec2.Type], ['SPOT', 'EC2']);
+    // CloudFormation cannot change a compute environment's type in place: switching must
+    // create another resource (a new logical id) for the queue to move to.
+    assert.notEqual(spotId, onDemandId);
+    assert.throws(
+      () => new PlatformStack(newApp({ context: { 'frontier:gpuSpot': 'no' } }), 'Platform'),
+      (e: unknown) => e instanceof ConfigError && e.field === 'gpuSpot' && /"no"/.test(e.message),
+    );
+  });
+
   it('has the Anthropic key secret and a generated 64-character signing key', () => {
     template.resourceCountIs('AWS::SecretsManager::Secret', 2);
     template.hasResourceProperties('AWS::SecretsManager::Secret', {

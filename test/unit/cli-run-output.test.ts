@@ -69,6 +69,23 @@ describe('run outcome: a failed run in one line', () => {
     ]);
   });
 
+  it('names the quota to check when the GPU queue cancelled a job it could not place', () => {
+    const blocked = (reason: string) => JSON.stringify({ JobId: 'j-2', JobName: 'selfplay-train-abc', Status: 'FAILED', StatusReason: reason, Container: {} });
+    const capacity = `CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - Service cannot fulfill the capacity requested for instance type [g6.xlarge] ${'x'.repeat(800)}`;
+    const [line] = failureLines({ status: 'FAILED', error: 'States.TaskFailed', cause: blocked(capacity), state: 'train: Run job' }, false);
+    // The reason is cut to make room; the quota, its code and the command to read it stay whole.
+    assert.match(line!, /job selfplay-train-abc: CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY/);
+    assert.match(line!, /"All G and VT Spot Instance Requests" \(aws service-quotas get-service-quota --service-code ec2 --quota-code L-3819A6DF;/);
+    assert.match(line!, /-c frontier:gpuSpot=false when spot capacity is short$/);
+    assert.ok(line!.length < MAX_MESSAGE_CHARS + 80, `${line!.length} characters`);
+    assert.match(
+      readableError('States.TaskFailed', blocked('MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT - no instance')).message,
+      /size the job for a g6\/g5 type/,
+    );
+    assert.match(readableError('States.TaskFailed', blocked('MISCONFIGURATION:COMPUTE_ENVIRONMENT_MAX_RESOURCE')).message, /raise gpuMaxvCpus/);
+    assert.doesNotMatch(readableError('States.TaskFailed', blocked('Essential container in task exited')).message, /quota/);
+  });
+
   it('prints a plain cause as one line, cut when long; a run without an error names its status', () => {
     assert.deepEqual(failureLines({ status: 'TIMED_OUT', error: 'States.Timeout', cause: 'The task timed out\nwaiting for its callback' }, false), [
       'run TIMED_OUT: States.Timeout: The task timed out / waiting for its callback',
