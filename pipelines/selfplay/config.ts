@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { LEARNING_RATE_SCHEDULES, TRAINING_GROUPS } from '#shared/selfplay/league-doc.ts';
+import { HISTORY_EVENT_LIMIT } from '#pipelines/steps/history.ts';
 
 const even = (what: string) => (n: number) => n % 2 === 0 || `${what} must be even, so that each side moves first in exactly half of the games`;
 const evenInt = (min: number, max: number, what: string) =>
@@ -32,10 +33,49 @@ export const PpoConfig = z
   })
   .strict();
 
+/**
+ * What one league run records in its execution's history, in events, read from the state
+ * machine's definition (pipelines/steps/history.ts; test/constructs/selfplay-stack.test.ts
+ * reads it again from the synthesized template and fails when these drift): the steps before the
+ * first generation, one generation's train, plan, Elo and loop states, one match of the fan-out,
+ * and the report and publish steps at the end. Each is the longest path, a cache hit whose outputs
+ * are gone included; the step outputs a hit checks are the training job's 3 files, the report's 6
+ * and the published manifest.
+ */
+export const LEAGUE_HISTORY = { start: 21, generation: 124, match: 54, end: 122 } as const;
+
+/** Matches a league of `generations` plays: generation g pairs its snapshot with the g + 1 players before it. */
+export const leagueMatches = (generations: number): number => (generations * (generations + 3)) / 2;
+
+/** The most history events a league of `generations` records, retries aside. */
+export const leagueHistoryEvents = (generations: number): number =>
+  LEAGUE_HISTORY.start + LEAGUE_HISTORY.end + generations * LEAGUE_HISTORY.generation + leagueMatches(generations) * LEAGUE_HISTORY.match;
+
+/**
+ * The events a league may plan for: a tenth of the 25,000 a Standard execution holds is left
+ * for retries (each retried attempt of a step records 3 more events).
+ */
+export const LEAGUE_HISTORY_BUDGET = Math.floor(HISTORY_EVENT_LIMIT * 0.9);
+
+/** The most generations whose league fits the budget (25: 22,143 events; 26 would record 23,725). */
+export const MAX_GENERATIONS = (() => {
+  let g = 1;
+  while (leagueHistoryEvents(g + 1) <= LEAGUE_HISTORY_BUDGET) g += 1;
+  return g;
+})();
+
 export const SelfPlayConfig = z
   .object({
-    /** Generations (train, matches, Elo) in the loop. */
-    generations: z.int().min(1).max(40),
+    /**
+     * Generations (train, matches, Elo) in the loop. Bounded by the execution's history: the
+     * matches grow with the square of the generations (MAX_GENERATIONS above).
+     */
+    generations: z
+      .int()
+      .min(1)
+      .max(MAX_GENERATIONS, {
+        message: `must be at most ${MAX_GENERATIONS}: a league of ${MAX_GENERATIONS + 1} generations plays ${leagueMatches(MAX_GENERATIONS + 1)} matches and would record up to ${leagueHistoryEvents(MAX_GENERATIONS + 1).toLocaleString('en-US')} history events, over the ${LEAGUE_HISTORY_BUDGET.toLocaleString('en-US')} a run plans for (Step Functions fails an execution past ${HISTORY_EVENT_LIMIT.toLocaleString('en-US')})`,
+      }),
     /** Games per PPO iteration, played in lock-step; a multiple of GAMES_MULTIPLE. */
     gamesPerIteration: z
       .int()

@@ -1,6 +1,7 @@
 /**
- * The self-play league at its limits: the most generations a run may have (40, so the last one
- * plays 41 pairs and the league holds 42 players), the most snapshot opponents (10) and every
+ * The self-play league at its limits: the most generations a run may have (MAX_GENERATIONS, 25,
+ * which the execution's 25,000-event history bounds: the last one plays 26 pairs and the league
+ * holds 27 players), the most snapshot opponents (10) and every
  * PPO setting given, on the smallest training a generation allows so it takes minutes. The state
  * carries the match requests, the fan-out's records and the ratings, all of which grow with the
  * league: the run completes and its largest state stays far below 256 KiB.
@@ -24,7 +25,7 @@ import { dynamoClient, s3Client } from '#shared/clients/aws.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';
 import { cachePartition } from '#shared/table.ts';
 import { LeagueDoc } from '#shared/selfplay/league-doc.ts';
-import { SelfPlayConfig } from '#pipelines/selfplay/config.ts';
+import { MAX_GENERATIONS, SelfPlayConfig } from '#pipelines/selfplay/config.ts';
 import { SELFPLAY_PIPELINE } from '#pipelines/selfplay/stack.ts';
 import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
 
@@ -48,7 +49,7 @@ describe('self-play league at its limits', () => {
   let runtime: LocalRuntime;
   let cold: ExecutionRecord;
   const config = SelfPlayConfig.parse({
-    generations: 40,
+    generations: MAX_GENERATIONS,
     gamesPerIteration: 8,
     iterations: 1,
     hiddenSizes: [8],
@@ -86,7 +87,7 @@ describe('self-play league at its limits', () => {
   );
   after(() => stopTestRuntime(runtime));
 
-  it('plays 40 generations against every player, and its state stays small', () => {
+  it('plays the most generations a run may have against every player, and its state stays small', () => {
     assert.equal(cold.status, 'SUCCEEDED', `${cold.error}: ${cold.cause}`);
     const out = cold.output as LeagueOutput;
     assert.equal(out.generations, config.generations);
