@@ -2,6 +2,8 @@
 import { App, type Environment } from 'aws-cdk-lib';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Construct } from 'constructs';
+import { ConfigError } from '#shared/errors.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { applyNag } from './nag.ts';
 import { PlatformStack } from './platform-stack.ts';
@@ -21,6 +23,22 @@ export interface BuildAppOptions {
   readonly env?: Environment;
   /** The pipelines to build. Default: every registered pipeline. */
   readonly pipelines?: readonly PipelineEntry[];
+}
+
+/**
+ * CDK context flag: `-c frontier:sandbox=false` leaves out every pipeline that runs untrusted code
+ * in the sandbox network (`sandboxed` in the registry: RewardSearch), and with them the app's only
+ * interface endpoints, billed by the hour while deployed. It applies to any pipeline list, the
+ * default or one given. Default: true.
+ */
+export const SANDBOX_CONTEXT = 'frontier:sandbox';
+
+/** The `frontier:sandbox` flag as a boolean: true/false, or the strings `-c` passes; else throws. */
+export function sandboxFromContext(scope: Construct): boolean {
+  const value: unknown = scope.node.tryGetContext(SANDBOX_CONTEXT);
+  if (value === undefined || value === true || value === 'true') return true;
+  if (value === false || value === 'false') return false;
+  throw new ConfigError(`context ${SANDBOX_CONTEXT}`, value, 'must be true or false (cdk deploy -c frontier:sandbox=false leaves out the sandboxed pipelines)');
 }
 
 /** The context cdk.json gives, which an in-process App does not load by itself. */
@@ -43,8 +61,9 @@ export function buildApp(options: BuildAppOptions = {}): { app: App; platform: P
     account: process.env.CDK_DEFAULT_ACCOUNT,
     region: process.env.CDK_DEFAULT_REGION,
   };
+  const sandbox = sandboxFromContext(app);
   const platform = new PlatformStack(app, PLATFORM_STACK_ID, { env, description: 'frontier-pipelines: shared platform' });
-  for (const pipeline of options.pipelines ?? PIPELINES) {
+  for (const pipeline of (options.pipelines ?? PIPELINES).filter((p) => sandbox || !p.sandboxed)) {
     pipeline.create(app, pipeline.stackId, {
       env,
       resources: platform.resources,

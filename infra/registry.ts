@@ -36,6 +36,12 @@ export interface PipelineEntry {
   readonly afterRun?: string;
   /** Other named sizes (`--size NAME`), e.g. test or local. */
   readonly sizes?: Readonly<Record<string, Record<string, unknown>>>;
+  /**
+   * Runs untrusted code in the sandbox network (pipelines/steps/sandbox-network.ts), whose
+   * interface endpoints bill by the hour while the stack is deployed. The context flag
+   * `frontier:sandbox=false` leaves such pipelines out of the app. Default: false.
+   */
+  readonly sandboxed?: boolean;
   create(scope: Construct, id: string, props: StackProps & { resources: PlatformResources }): Stack;
 }
 
@@ -89,6 +95,7 @@ export const PIPELINES: readonly PipelineEntry[] = [
     smoke: REWARDS_SIZES.smoke,
     sizes: REWARDS_SIZES,
     afterRun: 'report: npx frontier artifacts show reward-search (report.html, reward.py)',
+    sandboxed: true,
     create: (scope, id, props) => new RewardSearchStack(scope, id, props),
   },
   {

@@ -3,10 +3,13 @@ its spec in and its declared outputs out through presigned URLs for exactly its 
 
     python3 sandbox_entry.py [--worker SCRIPT --] <job command...>
 
-JOB_SPEC_URL is a presigned GET of the spec; JOB_OUTPUT_URLS is a JSON object of output file name
--> presigned PUT (result.json among them). The job runs as `<job command> --spec FILE --output-dir
-DIR` in a fresh directory, without those variables; afterwards each declared output the job left
-as a regular file under the size cap is uploaded to its URL. When the job wrote no result.json
+JOB_STAGING_URL is a presigned GET of the job's staging document (JSON, written next to its spec
+by the presign step): `specUrl`, a presigned GET of the spec, and `outputUrls`, output file name
+-> presigned PUT (result.json among them). One URL, because each carries the signer's session
+token and Batch refuses container overrides over 8,192 characters. The job runs as `<job
+command> --spec FILE --output-dir DIR` in a fresh directory, without that variable; afterwards
+each declared output the job left as a regular file under the size cap is uploaded to its URL.
+A URL is never printed: it is a credential until it expires. When the job wrote no result.json
 and failed, the stager writes one with the exit status. It exits with the job's status.
 
 The container starts as root so that nothing it runs is: the job runs as the image's `job` user
@@ -24,22 +27,47 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import signal
 import socket
 import stat
 import subprocess
 import sys
 import tempfile
+import urllib.error
 import urllib.request
 from typing import NamedTuple
 
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024
-STAGING_VARIABLES = ("JOB_SPEC_URL", "JOB_OUTPUT_URLS")
+STAGING_VARIABLES = ("JOB_STAGING_URL",)
+OUTPUT_NAME = re.compile(r"[\w.-]{1,100}")
 
 
 def fetch(url: str) -> bytes:
     with urllib.request.urlopen(url, timeout=60) as response:  # noqa: S310 - a presigned https URL
         return response.read()
+
+
+def read_staging(url: str) -> tuple[str, dict[str, str]]:
+    """The spec's URL and the outputs' URLs from the staging document; ValueError says what is wrong."""
+    try:
+        document = json.loads(fetch(url))
+    except urllib.error.HTTPError as error:
+        raise ValueError(f"the staging document (JOB_STAGING_URL) could not be read: HTTP {error.code}") from None
+    except (urllib.error.URLError, OSError) as error:
+        raise ValueError(f"the staging document (JOB_STAGING_URL) could not be read: {type(error).__name__}") from None
+    except ValueError:
+        raise ValueError("the staging document (JOB_STAGING_URL) is not JSON") from None
+    spec_url = document.get("specUrl") if isinstance(document, dict) else None
+    outputs = document.get("outputUrls") if isinstance(document, dict) else None
+    if not isinstance(spec_url, str) or not spec_url:
+        raise ValueError("the staging document's specUrl must be a URL")
+    if not isinstance(outputs, dict) or "result.json" not in outputs:
+        raise ValueError("the staging document's outputUrls must map output names to URLs, result.json among them")
+    for name, output_url in outputs.items():
+        if not OUTPUT_NAME.fullmatch(name) or name.startswith(".") or not isinstance(output_url, str) or not output_url:
+            raise ValueError(f"the staging document's outputUrls must map plain file names to URLs (got the name {name!r})")
+    return spec_url, outputs
 
 
 def upload(url: str, body: bytes) -> None:
@@ -110,13 +138,14 @@ def main(argv: list[str], users: Users | None | str = "image") -> int:
         return 2
     if users == "image":
         users = image_users()
-    spec_url = os.environ.get("JOB_SPEC_URL")
+    staging_url = os.environ.get("JOB_STAGING_URL")
+    if not staging_url:
+        print("JOB_STAGING_URL must be set: a sandboxed job is started with the presigned URL of its staging document", file=sys.stderr)
+        return 2
     try:
-        outputs = json.loads(os.environ.get("JOB_OUTPUT_URLS", ""))
-    except json.JSONDecodeError:
-        outputs = None
-    if not spec_url or not isinstance(outputs, dict) or "result.json" not in outputs:
-        print("JOB_SPEC_URL and JOB_OUTPUT_URLS (with result.json) must be set: a sandboxed job is started with presigned URLs", file=sys.stderr)
+        spec_url, outputs = read_staging(staging_url)
+    except ValueError as error:
+        print(f"sandbox_entry: {error}", file=sys.stderr)
         return 2
     job_uid = users.job if isinstance(users, Users) else None
     work = _private_dir("job-", job_uid)

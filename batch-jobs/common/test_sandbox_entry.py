@@ -1,6 +1,9 @@
-"""The sandboxed job's stager against a loopback HTTP server standing in for presigned S3 URLs."""
+"""The sandboxed job's stager against a loopback HTTP server standing in for presigned S3 URLs: one
+URL in the environment (JOB_STAGING_URL), of a staging document holding the spec's and the outputs'."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import sys
@@ -23,13 +26,13 @@ class Store(BaseHTTPRequestHandler):
     objects: dict[str, bytes] = {}
 
     def do_GET(self):  # noqa: N802
-        body = self.objects.get(self.path)
+        body = self.objects.get(self.path.split("?")[0])  # the key, without the signature's query
         self.send_response(200 if body is not None else 404)
         self.end_headers()
         self.wfile.write(body or b"")
 
     def do_PUT(self):  # noqa: N802
-        self.objects[self.path] = self.rfile.read(int(self.headers["Content-Length"]))
+        self.objects[self.path.split("?")[0]] = self.rfile.read(int(self.headers["Content-Length"]))
         self.send_response(200)
         self.end_headers()
 
@@ -66,9 +69,13 @@ class SandboxEntryTest(unittest.TestCase):
         return [sys.executable, path]
 
     def urls(self, run: str, names: list[str]) -> None:
+        """The spec, the staging document next to it (as the presign step writes them), and its URL."""
         Store.objects[f"/{run}/spec.json"] = json.dumps({"n": 21}).encode()
-        os.environ["JOB_SPEC_URL"] = f"{self.base}/{run}/spec.json"
-        os.environ["JOB_OUTPUT_URLS"] = json.dumps({name: f"{self.base}/{run}/out/{name}" for name in names})
+        Store.objects[f"/{run}/staging.json"] = json.dumps({
+            "specUrl": f"{self.base}/{run}/spec.json",
+            "outputUrls": {name: f"{self.base}/{run}/out/{name}" for name in names},
+        }).encode()
+        os.environ["JOB_STAGING_URL"] = f"{self.base}/{run}/staging.json"
 
     def test_stages_the_spec_in_and_only_declared_regular_outputs_out(self):
         self.urls("ok", ["result.json", "policy.json", "curves.json"])
@@ -76,7 +83,7 @@ class SandboxEntryTest(unittest.TestCase):
             import argparse, json, os
             p = argparse.ArgumentParser(); p.add_argument('--spec'); p.add_argument('--output-dir'); a = p.parse_args()
             spec = json.load(open(a.spec))
-            assert 'JOB_OUTPUT_URLS' not in os.environ and 'JOB_SPEC_URL' not in os.environ
+            assert 'JOB_STAGING_URL' not in os.environ
             json.dump({'doubled': spec['n'] * 2}, open(os.path.join(a.output_dir, 'result.json'), 'w'))
             open(os.path.join(a.output_dir, 'policy.json'), 'w').write('{}')
             os.symlink('/etc/passwd', os.path.join(a.output_dir, 'curves.json'))
@@ -109,7 +116,7 @@ class SandboxEntryTest(unittest.TestCase):
                     found['writes'][path] = type(error).__name__
             for path in ['/proc/%d/environ' % os.getppid()]:
                 try:
-                    found['reads'][path] = 'JOB_OUTPUT_URLS' in open(path, 'rb').read().decode(errors='replace')
+                    found['reads'][path] = 'JOB_STAGING_URL' in open(path, 'rb').read().decode(errors='replace')
                 except OSError as error:
                     found['reads'][path] = type(error).__name__
             sock.recv(4)
@@ -132,8 +139,7 @@ class SandboxEntryTest(unittest.TestCase):
         result = json.loads(Store.objects["/pair/out/result.json"])
         found = result["worker"]
         self.assertEqual(Store.objects["/pair/out/policy.json"], b'{"trained": true}')
-        self.assertNotIn("JOB_OUTPUT_URLS", found["env"])
-        self.assertNotIn("JOB_SPEC_URL", found["env"])
+        self.assertNotIn("JOB_STAGING_URL", found["env"])
         if AS_ROOT:
             self.assertEqual((result["uid"], found["uid"]), (USERS.job, USERS.worker))
             self.assertTrue(found["writes"], "the worker looked for the job's directory")
@@ -144,8 +150,30 @@ class SandboxEntryTest(unittest.TestCase):
         self.assertEqual(sandbox_entry.main(["--worker", "w.py", "python3", "main.py"], USERS), 2)
 
     def test_refuses_to_start_without_presigned_urls(self):
-        os.environ.pop("JOB_SPEC_URL", None)
+        os.environ.pop("JOB_STAGING_URL", None)
         self.assertEqual(sandbox_entry.main(["true"], USERS), 2)
+
+    def test_refuses_a_staging_document_it_cannot_use_naming_the_fault_never_the_url(self):
+        ran = os.path.join(self.dir, "ran")
+        command = self.job(f"open({ran!r}, 'w').write('ran')")
+        cases = {
+            "missing": (None, "HTTP 404"),
+            "not-json": (b"<Error/>", "not JSON"),
+            "no-result": ({"specUrl": f"{self.base}/x/spec.json", "outputUrls": {"policy.json": f"{self.base}/x/p"}}, "result.json"),
+            "no-spec": ({"outputUrls": {"result.json": f"{self.base}/x/r"}}, "specUrl"),
+            "bad-name": ({"specUrl": f"{self.base}/x/spec.json", "outputUrls": {"result.json": f"{self.base}/x/r", "../x": f"{self.base}/x/e"}}, "'../x'"),
+        }
+        for run, (document, message) in cases.items():
+            with self.subTest(run):
+                if document is not None:
+                    Store.objects[f"/{run}/staging.json"] = document if isinstance(document, bytes) else json.dumps(document).encode()
+                os.environ["JOB_STAGING_URL"] = f"{self.base}/{run}/staging.json?X-Amz-Security-Token=secret-token"
+                stderr = io.StringIO()
+                with contextlib.redirect_stderr(stderr):
+                    self.assertEqual(sandbox_entry.main(command, USERS), 2)
+                self.assertIn(message, stderr.getvalue())
+                self.assertNotIn("secret-token", stderr.getvalue())
+                self.assertFalse(os.path.exists(ran), "the job never ran")
 
 
 if __name__ == "__main__":

@@ -7,14 +7,12 @@
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { createWriteStream, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, createWriteStream, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
-import { s3Client } from '#shared/clients/aws.ts';
-import { parseS3Uri } from '#shared/s3uri.ts';
+import { STAGING_URL_VARIABLE, StagingDocument } from '#shared/presign.ts';
 import { LOCAL_MAX_TIMEOUT_SECONDS } from './asl-prepass.ts';
 import { TaskError } from './lambda-host.ts';
 import {
@@ -40,11 +38,12 @@ export interface LocalJobDefinition {
 }
 
 /**
- * A sandboxed job locally. The sandbox has no network, so the host (trusted) stages the job's
- * spec into its private work dir, runs `<command> --spec /job/spec.json --output-dir /job/out`,
- * and copies back only the declared outputs (regular files, size-capped) under OUTPUT_URI. A
- * limit the run hit (wall, CPU, memory, processes, files) becomes the job's error, written as its
- * result.json in place of anything the job wrote there.
+ * A sandboxed job locally. The sandbox has no network, so the host (trusted) stages the job as
+ * the image's stager does on AWS: it reads the staging document at JOB_STAGING_URL, fetches the
+ * spec by its presigned GET into the job's private work dir, runs `<command> --spec
+ * /job/spec.json --output-dir /job/out`, and uploads only the declared outputs (regular files,
+ * size-capped) by their presigned PUTs. A limit the run hit (wall, CPU, memory, processes, files)
+ * becomes the job's error, written as its result.json in place of anything the job wrote there.
  */
 export interface LocalSandbox {
   /** File names the job may hand back from /job/out, besides result.json. */
@@ -197,20 +196,27 @@ export class BatchHost {
     overrides: Record<string, string>,
     wallSeconds: number,
   ): Promise<JobRun> {
-    const specUri = overrides.JOB_SPEC_URI;
-    let outputUri = overrides.OUTPUT_URI;
-    if (!specUri || !outputUri) throw new TaskError('Batch.ClientException', `${jobName}: JOB_SPEC_URI and OUTPUT_URI must be set`);
-    if (!outputUri.endsWith('/')) outputUri += '/';
     const [cmd, ...args] = def.command;
     if (cmd !== 'python3' || !args[0])
       throw new TaskError('Batch.ClientException', `${jobName}: a sandboxed job runs "python3 <script>", not ${JSON.stringify(def.command)}`);
-    const work = newSandboxWorkDir(jobName);
-    const output = parseS3Uri(outputUri, 'OUTPUT_URI');
-    const put = (name: string, body: Buffer | string) =>
-      s3Client().send(new PutObjectCommand({ Bucket: output.Bucket, Key: `${output.Key}${name}`, Body: body }));
+    // As the image's stager (sandbox_entry.py): everything the job reads or writes goes through
+    // the presigned URLs of its staging document, checked and expired by the S3 emulator as S3 does.
+    let staging: StagingDocument;
     try {
-      const spec = await s3Client().send(new GetObjectCommand(parseS3Uri(specUri, 'JOB_SPEC_URI')));
-      writeFileSync(join(work, 'spec.json'), await spec.Body!.transformToByteArray());
+      staging = await readStagingDocument(overrides[STAGING_URL_VARIABLE]);
+    } catch (error) {
+      if (!(error instanceof StagingError)) throw error;
+      writeFileSync(logFile, `${error.message}\n`);
+      throw containerExited(jobId, jobName, 2, logFile, error.message);
+    }
+    const work = newSandboxWorkDir(jobName);
+    const put = (name: string, body: Buffer | string) => {
+      const url = staging.outputUrls[name];
+      if (!url) throw new StagingError(`the staging document (${STAGING_URL_VARIABLE}) has no URL for the declared output ${name}`);
+      return presignedRequest(url, `the output ${name}`, { method: 'PUT', body });
+    };
+    try {
+      writeFileSync(join(work, 'spec.json'), await presignedRequest(staging.specUrl, 'the spec'));
       const job = {
         jobDir: def.jobDir,
         workDir: work,
@@ -251,6 +257,11 @@ export class BatchHost {
       }
       if (result.exitCode !== 0) throw containerExited(jobId, jobName, result.exitCode, logFile, result.stderrTail);
       return { jobId, jobName, exitCode: 0, logFile };
+    } catch (error) {
+      // A refused or failed transfer fails the job, as the stager's would on AWS.
+      if (!(error instanceof StagingError)) throw error;
+      appendFileSync(logFile, `${error.message}\n`);
+      throw containerExited(jobId, jobName, 1, logFile, error.message);
     } finally {
       rmSync(work, { recursive: true, force: true });
     }
@@ -260,6 +271,50 @@ export class BatchHost {
     this.stopped = true;
     for (const child of this.children) child.kill('SIGKILL');
   }
+}
+
+/** A sandboxed job's staging failed: no document, a bad one, or a transfer S3 refused. */
+class StagingError extends Error {
+  override name = 'StagingError';
+}
+
+/**
+ * A presigned GET or PUT as the stager makes it; a refusal names what was moved and S3's error
+ * code, never the URL (it is a credential until it expires).
+ */
+async function presignedRequest(url: string, what: string, init: { method?: string; body?: Buffer | string } = {}): Promise<Buffer> {
+  let response: Response;
+  try {
+    const body = typeof init.body === 'string' || init.body === undefined ? init.body : new Uint8Array(init.body);
+    response = await fetch(url, { ...init, body, signal: AbortSignal.timeout(60_000) });
+  } catch (error) {
+    throw new StagingError(`${what}: the request failed (${(error as Error).message})`);
+  }
+  const body = Buffer.from(await response.arrayBuffer());
+  if (!response.ok) {
+    const code = /<Code>([^<]+)<\/Code>/.exec(body.toString('utf8'))?.[1] ?? 'no error code';
+    throw new StagingError(`${what}: HTTP ${response.status} (${code})`);
+  }
+  return body;
+}
+
+/** The document at the job's JOB_STAGING_URL: its spec's presigned GET and its outputs' PUTs. */
+async function readStagingDocument(url: string | undefined): Promise<StagingDocument> {
+  if (!url) {
+    throw new StagingError(`${STAGING_URL_VARIABLE} must be set: a sandboxed job is started with the presigned URL of its staging document`);
+  }
+  const what = `the staging document (${STAGING_URL_VARIABLE})`;
+  const text = (await presignedRequest(url, what)).toString('utf8');
+  let parsed: ReturnType<typeof StagingDocument.safeParse>;
+  try {
+    parsed = StagingDocument.safeParse(JSON.parse(text));
+  } catch {
+    throw new StagingError(`${what} is not JSON`);
+  }
+  if (parsed.success) return parsed.data;
+  // The field and the rule, not the value: a value there may be a presigned URL.
+  const issue = parsed.error.issues[0]!;
+  throw new StagingError(`${what}: ${['staging', ...issue.path.map(String)].join('.')}: ${issue.message}`);
 }
 
 /** The job's failure as `submitJob.sync` reports it: its description, with the last lines of its stderr. */

@@ -19,7 +19,6 @@
  *    (reward.py, report.html, search.json).
  */
 import { Duration } from 'aws-cdk-lib';
-import type { IVpc } from 'aws-cdk-lib/aws-ec2';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Construct } from 'constructs';
 import { readFileSync } from 'node:fs';
@@ -45,9 +44,10 @@ export const REWARDS_PIPELINE = 'rewards';
 export const REWARD_ARTIFACT = 'reward-search';
 const rewardsDir = join(REPO_ROOT, 'batch-jobs', 'rewards-train', 'rewards');
 
-export type RewardSearchStackProps = PipelineStackProps<StepResources & { readonly vpc: IVpc }>;
+export type RewardSearchStackProps = PipelineStackProps<StepResources>;
 
-export class RewardSearchStack extends PipelineStack<StepResources & { readonly vpc: IVpc }> {
+/** Its trainer runs in a SandboxNetwork, a VPC of its own (not the platform's): see sandbox-network.ts. */
+export class RewardSearchStack extends PipelineStack<StepResources> {
   readonly trainJob: BatchJob;
 
   constructor(scope: Construct, id: string, props: RewardSearchStackProps) {
@@ -64,7 +64,7 @@ export class RewardSearchStack extends PipelineStack<StepResources & { readonly 
     const { bucket } = resources;
     const env = this.functionEnv;
 
-    const network = new SandboxNetwork(this, 'Sandbox', { vpc: resources.vpc, bucket: resources.bucket });
+    const network = new SandboxNetwork(this, 'Sandbox', { bucket: resources.bucket, logRetention: resources.logRetention });
     this.trainJob = new BatchJob(this, 'Train', {
       job: 'rewards-train',
       vcpus: 1,

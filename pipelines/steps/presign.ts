@@ -1,6 +1,7 @@
 /**
  * The presign Lambda of a stack: presigned URLs for sandboxed jobs, which hold no credentials
- * (shared/presign.ts). It can sign only what its own role may do: read and write job objects.
+ * (shared/presign.ts), written to a staging document next to the job's spec. It can sign only
+ * what its own role may do: read and write job objects.
  */
 import type { Construct } from 'constructs';
 import { join } from 'node:path';
@@ -15,7 +16,7 @@ export function presignFunction(scope: Construct, steps: StepScope): PipelineFun
     const { bucket } = steps.resources;
     const fn = new PipelineFunction(stack, 'PresignJob', {
       entry: join(REPO_ROOT, 'functions/platform/presign-job/handler.ts'),
-      description: "Presigns a sandboxed job's spec (GET) and declared outputs (PUT)",
+      description: "Writes a sandboxed job's staging document (spec GET, output PUTs) and presigns its GET",
       environment: { [ENV.bucket]: bucket.bucketName },
       logRetention: steps.resources.logRetention,
     });
@@ -27,7 +28,7 @@ export function presignFunction(scope: Construct, steps: StepScope): PipelineFun
         bucket,
         ['read', 'put'],
         'runs/*',
-        "A presigned URL carries its signer's permissions: the job's spec and outputs live under runs/<pipeline>/<execution>/<step>/<job id>/, keys made at run time.",
+        "A presigned URL carries its signer's permissions: the job's spec, staging document and outputs live under runs/<pipeline>/<execution>/<step>/<job id>/, keys made at run time.",
       ),
     ]);
     return fn;

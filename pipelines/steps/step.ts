@@ -17,7 +17,7 @@ import { acknowledgeOnStateMachine, iam5Resource, invokeGrantFinding } from './n
 import { checkStepId, stateName } from './names.ts';
 import type { StepScope } from './resources.ts';
 import { presignFunction } from './presign.ts';
-import { MAX_PRESIGN_SECONDS } from '#shared/presign.ts';
+import { MAX_PRESIGN_SECONDS, STAGING_URL_VARIABLE } from '#shared/presign.ts';
 import { cachePartition } from '#shared/table.ts';
 
 /** Where a step's scratch values live while it runs. */
@@ -29,6 +29,9 @@ export const SCRATCH = '$._step';
  * runs with `result: 'uri'` and its readers fetch it.
  */
 export const MAX_JOB_RESULT_BYTES = 64 * 1024;
+
+/** How long a sandboxed job's presigned URLs allow for its wait in the queue before it starts. */
+const QUEUE_WAIT_SECONDS = 3600;
 
 /** Errors of the Lambda service itself, worth retrying; errors our code throws are not. */
 export const LAMBDA_SERVICE_ERRORS = [
@@ -198,7 +201,12 @@ export function runJob(
             resultPath: sfn.JsonPath.DISCARD,
           });
       retryServiceErrors(writeSpec, SERVICE_ERRORS);
-      // A sandboxed job holds no credentials: presigned URLs for its spec and its declared outputs.
+      // A sandboxed job holds no credentials: presigned URLs for its spec and its declared outputs,
+      // in a staging document next to the spec. Only that document's URL goes to the container:
+      // each URL carries the signer's session token (up to 2,000 characters), and Batch refuses
+      // container overrides over 8,192 characters.
+      // The output PUTs last the queue wait (an hour's margin, within the signer's session) and the run.
+      const runSeconds = Math.min(job.timeoutSeconds + QUEUE_WAIT_SECONDS, MAX_PRESIGN_SECONDS);
       const presign = job.sandboxOutputs
         ? new tasks.LambdaInvoke(construct, stateName(stepId, 'Presign'), {
             lambdaFunction: presignFunction(construct, scope),
@@ -206,12 +214,14 @@ export function runJob(
               specUri: sfn.JsonPath.stringAt(`${SCRATCH}.job.specUri`),
               outputUri: sfn.JsonPath.stringAt(`${SCRATCH}.job.outputUri`),
               outputs: [...job.sandboxOutputs],
-              // The queue wait comes on top of the run: an hour's margin, within the signer's session.
-              expiresSeconds: Math.min(job.timeoutSeconds + 3600, MAX_PRESIGN_SECONDS),
+              expiresSeconds: runSeconds,
+              // The staging document and the spec are read as the container starts: the queue
+              // wait, or until the last attempt may start (never longer than the outputs last).
+              stagingExpiresSeconds: Math.min(QUEUE_WAIT_SECONDS + (job.attempts - 1) * job.timeoutSeconds, runSeconds),
             }),
             payloadResponseOnly: true,
             retryOnServiceExceptions: false,
-            resultPath: `${SCRATCH}.job.urls`,
+            resultPath: `${SCRATCH}.job.staging`,
           })
         : undefined;
       if (presign) {
@@ -227,12 +237,7 @@ export function runJob(
           environment: {
             JOB_SPEC_URI: sfn.JsonPath.stringAt(`${SCRATCH}.job.specUri`),
             OUTPUT_URI: sfn.JsonPath.stringAt(`${SCRATCH}.job.outputUri`),
-            ...(presign
-              ? {
-                  JOB_SPEC_URL: sfn.JsonPath.stringAt(`${SCRATCH}.job.urls.specUrl`),
-                  JOB_OUTPUT_URLS: sfn.JsonPath.stringAt(`${SCRATCH}.job.urls.outputUrls`),
-                }
-              : {}),
+            ...(presign ? { [STAGING_URL_VARIABLE]: sfn.JsonPath.stringAt(`${SCRATCH}.job.staging.stagingUrl`) } : {}),
           },
         },
         ...(options.timeoutPath ? { taskTimeout: sfn.Timeout.at(options.timeoutPath) } : {}),

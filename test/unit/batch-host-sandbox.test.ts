@@ -1,8 +1,9 @@
 /**
- * The local Batch host running a sandboxed job (untrusted candidate code): the spec staged into
- * the sandbox's private work dir, the job run with no network, only its declared outputs copied
- * back under OUTPUT_URI, and a limit it hit turned into the job's error. The job is the real
- * reward-search trainer with a candidate reward.
+ * The local Batch host running a sandboxed job (untrusted candidate code) as the image's stager
+ * does on AWS: the spec fetched into the sandbox's private work dir and the declared outputs
+ * uploaded back, both through the presigned URLs of the job's staging document (its one URL,
+ * JOB_STAGING_URL), the job run with no network, and a limit it hit turned into the job's error.
+ * The job is the real reward-search trainer with a candidate reward.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -16,6 +17,7 @@ import { sandboxAvailable } from '#infra/local/sandbox.ts';
 import type { TaskError } from '#infra/local/lambda-host.ts';
 import { LOCAL_KEY } from '#infra/local/resolve.ts';
 import { resetClients, s3Client } from '#shared/clients/aws.ts';
+import { presignJob, STAGING_URL_VARIABLE } from '#shared/presign.ts';
 import { gradePolicy, parsePolicy } from '#shared/rewards/mountaincar.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 
@@ -41,12 +43,10 @@ describe('local Batch host: sandboxed jobs', () => {
   /** `timeoutSeconds`: the submit's attempt timeout, which replaces the definition's. */
   async function runWith(name: string, spec: Record<string, unknown>, limits?: Record<string, number>, timeoutSeconds?: number) {
     await s3Client().send(new PutObjectCommand({ Bucket: BUCKET, Key: `runs/${name}/spec.json`, Body: JSON.stringify(spec) }));
-    return host.run(
-      def(limits),
-      name,
-      { JOB_SPEC_URI: `s3://${BUCKET}/runs/${name}/spec.json`, OUTPUT_URI: `s3://${BUCKET}/runs/${name}/output/` },
-      timeoutSeconds,
-    );
+    // As the step's Presign state does: the staging document next to the spec, and its URL.
+    const [specUri, outputUri] = [`s3://${BUCKET}/runs/${name}/spec.json`, `s3://${BUCKET}/runs/${name}/output/`];
+    const { stagingUrl } = await presignJob({ specUri, outputUri, outputs: [...def().sandbox!.outputs], expiresSeconds: 3600, stagingExpiresSeconds: 600 });
+    return host.run(def(limits), name, { JOB_SPEC_URI: specUri, OUTPUT_URI: outputUri, [STAGING_URL_VARIABLE]: stagingUrl }, timeoutSeconds);
   }
   const read = async (key: string) => (await s3Client().send(new GetObjectCommand({ Bucket: BUCKET, Key: key }))).Body!.transformToString();
   const keys = async (prefix: string) =>
@@ -75,6 +75,14 @@ describe('local Batch host: sandboxed jobs', () => {
     const policy = parsePolicy(JSON.parse(await read('runs/benign/output/policy.json')));
     const grade = gradePolicy(policy, [5001, 5002], { episodesPerSeed: 5, excludeSeeds: [1] });
     assert.equal(grade.perSeed.length, 2);
+  });
+
+  it('fails a sandboxed job started without its staging URL, as the stager does, before anything runs', { skip }, async () => {
+    await assert.rejects(
+      host.run(def(), 'unstaged', { JOB_SPEC_URI: `s3://${BUCKET}/runs/unstaged/spec.json`, OUTPUT_URI: `s3://${BUCKET}/runs/unstaged/output/` }),
+      (error: TaskError) => error.name === 'States.TaskFailed' && /JOB_STAGING_URL must be set/.test(error.message) && /"ExitCode":2/.test(error.message),
+    );
+    assert.deepEqual(await keys('runs/unstaged/'), []);
   });
 
   it("stops a candidate that never returns at the submit's timeout (the wall limit): the verdict is the job error and its result.json", { skip }, async () => {

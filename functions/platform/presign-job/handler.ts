@@ -1,4 +1,4 @@
-/** Presigned URLs for a sandboxed job's spec and outputs (shared/presign.ts). */
+/** A sandboxed job's staging document (its spec's and outputs' presigned URLs) and its presigned GET (shared/presign.ts). */
 import type { Context } from 'aws-lambda';
 import { startInvocationLog } from '#shared/log.ts';
 import { presignJob, PresignRequest } from '#shared/presign.ts';
