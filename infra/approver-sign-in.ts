@@ -20,6 +20,7 @@ import type { UserPoolGroup } from 'aws-cdk-lib/aws-cognito';
 import type { Construct } from 'constructs';
 import { APPROVAL_SCOPES, APPROVERS_GROUP } from '#shared/approval.ts';
 import { ConfigError } from '#shared/errors.ts';
+import { contextFlag } from '#pipelines/steps/context-flag.ts';
 import { acknowledgeFindings } from '#pipelines/steps/nag-findings.ts';
 import { PageSignIn, stackDomainPrefix } from '#pipelines/steps/page-sign-in.ts';
 
@@ -31,10 +32,7 @@ export const APPROVAL_SIGN_IN_CONTEXT = 'approvalSignIn';
  * as `-c approvalSignIn=false` passes them, the strings "true"/"false"; anything else throws.
  */
 export function approvalSignInFromContext(scope: Construct): boolean {
-  const value: unknown = scope.node.tryGetContext(APPROVAL_SIGN_IN_CONTEXT);
-  if (value === undefined || value === true || value === 'true') return true;
-  if (value === false || value === 'false') return false;
-  throw new ConfigError(`context ${APPROVAL_SIGN_IN_CONTEXT}`, value, 'must be true or false (cdk deploy -c approvalSignIn=false turns sign-in off)');
+  return contextFlag(scope, APPROVAL_SIGN_IN_CONTEXT, true, 'cdk deploy -c approvalSignIn=false turns sign-in off');
 }
 
 /** A Cognito group name: 1 to 128 characters without whitespace (Cognito's rule). */

@@ -3,7 +3,7 @@ import { App, type Environment } from 'aws-cdk-lib';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Construct } from 'constructs';
-import { ConfigError } from '#shared/errors.ts';
+import { contextFlag } from '#pipelines/steps/context-flag.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { applyNag } from './nag.ts';
 import { PlatformStack } from './platform-stack.ts';
@@ -35,10 +35,7 @@ export const SANDBOX_CONTEXT = 'frontier:sandbox';
 
 /** The `frontier:sandbox` flag as a boolean: true/false, or the strings `-c` passes; else throws. */
 export function sandboxFromContext(scope: Construct): boolean {
-  const value: unknown = scope.node.tryGetContext(SANDBOX_CONTEXT);
-  if (value === undefined || value === true || value === 'true') return true;
-  if (value === false || value === 'false') return false;
-  throw new ConfigError(`context ${SANDBOX_CONTEXT}`, value, 'must be true or false (cdk deploy -c frontier:sandbox=false leaves out the sandboxed pipelines)');
+  return contextFlag(scope, SANDBOX_CONTEXT, true, 'cdk deploy -c frontier:sandbox=false leaves out the sandboxed pipelines');
 }
 
 /** The context cdk.json gives, which an in-process App does not load by itself. */

@@ -42,6 +42,7 @@ import { PipelineFunction } from '#pipelines/steps/function.ts';
 import { httpAccessLogFormat } from '#pipelines/steps/access-log.ts';
 import { iam5Resource } from '#pipelines/steps/nag-findings.ts';
 import { acknowledge } from './nag.ts';
+import { booleanFlag } from '#pipelines/steps/context-flag.ts';
 import { approvalSignInFromContext, ApproverSignIn } from './approver-sign-in.ts';
 import { ANTHROPIC_KEY_PLACEHOLDER } from '#shared/rewards/propose.ts';
 
@@ -443,7 +444,7 @@ export class PlatformStack extends Stack {
     const cpuMaxvCpus = requireIntegerIn('cpuMaxvCpus', props.cpuMaxvCpus ?? 64, 1, 4096);
     const approvalSignIn = props.approvalSignIn ?? approvalSignInFromContext(this);
     if (typeof approvalSignIn !== 'boolean') throw new ConfigError('approvalSignIn', approvalSignIn, 'must be true or false');
-    const gpuSpot = requireBoolean('gpuSpot', props.gpuSpot ?? fromContext(PLATFORM_CONTEXT.gpuSpot) ?? true);
+    const gpuSpot = booleanFlag('gpuSpot', props.gpuSpot ?? fromContext(PLATFORM_CONTEXT.gpuSpot), true, 'prop gpuSpot or context frontier:gpuSpot');
     return { senderEmail, approverEmail, logRetentionDays, gpuMaxvCpus, cpuMaxvCpus, gpuSpot, approvalSignIn };
   }
 }
@@ -462,13 +463,6 @@ function requireRetention(field: string, value: unknown): number {
     throw new ConfigError(field, value, `must be one of ${[...RETENTION_DAYS].sort((a, b) => a - b).join(', ')}`);
   }
   return days;
-}
-
-function requireBoolean(field: string, value: unknown): boolean {
-  // Context given on the command line (-c frontier:gpuSpot=false) arrives as a string.
-  if (value === true || value === 'true') return true;
-  if (value === false || value === 'false') return false;
-  throw new ConfigError(field, value, `must be true or false (prop ${field} or context frontier:${field})`);
 }
 
 /**

@@ -27,6 +27,7 @@ import { Construct } from 'constructs';
 import { join } from 'node:path';
 import { ARENA_ENV, ARENA_SCOPES, CHAMPION_ARTIFACT } from '#shared/selfplay/arena.ts';
 import { ConfigError } from '#shared/errors.ts';
+import { contextFlag } from '#pipelines/steps/context-flag.ts';
 import { artifactVersionKey } from '#shared/table.ts';
 import { ENV } from '#shared/env.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
@@ -49,10 +50,7 @@ const RESERVED_IN_PREFIX = ['aws', 'amazon', 'cognito'];
  * `-c arenaPublic=true` passes them, the strings "true"/"false"; anything else throws.
  */
 export function arenaPublicFromContext(scope: Construct): boolean {
-  const value: unknown = scope.node.tryGetContext(ARENA_PUBLIC_CONTEXT);
-  if (value === undefined || value === false || value === 'false') return false;
-  if (value === true || value === 'true') return true;
-  throw new ConfigError(`context ${ARENA_PUBLIC_CONTEXT}`, value, 'must be true or false (cdk deploy -c arenaPublic=true)');
+  return contextFlag(scope, ARENA_PUBLIC_CONTEXT, false, 'cdk deploy -c arenaPublic=true');
 }
 
 export interface ArenaProps {
