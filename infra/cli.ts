@@ -10,6 +10,7 @@
  *   frontier benchmarks add NAME --data FILE --scorer SCORER --sample-size N [--description TEXT] [--bump]
  *   frontier benchmarks list | benchmarks guard TARGET GUARD [--margin POINTS]
  *   frontier backfill RUN [--benchmarks a,b]
+ *   frontier triggers replay PIPELINE [--dry-run]   (uploads whose run could not start, from the trigger's dead-letter queue)
  *   frontier pipelines
  *   frontier serve                  (the arena and approval links on loopback, until Ctrl-C)
  *   frontier reset [--yes]
@@ -40,6 +41,7 @@ import { runAws } from './cli/run-aws.ts';
 import { runLocal } from './cli/run-local.ts';
 import { interrupted, serveLocal } from './cli/serve.ts';
 import { backfill, benchmarksCommand } from './cli/benchmarks.ts';
+import { triggersCommand } from './cli/triggers.ts';
 
 const USAGE = `usage:
   frontier run [pipeline] [--smoke|--full|--size NAME] [--config FILE|JSON] [--name NAME] [--target local|aws] [--verbose]
@@ -53,6 +55,7 @@ const USAGE = `usage:
   frontier benchmarks list
   frontier benchmarks guard TARGET GUARD [--margin POINTS]
   frontier backfill RUN [--benchmarks a,b] [--target local|aws]
+  frontier triggers replay PIPELINE [--dry-run] [--target local|aws]
   frontier pipelines
   frontier serve
   frontier reset [--yes]
@@ -125,6 +128,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
         margin: { type: 'string' },
         benchmarks: { type: 'string' },
         'reward-file': { type: 'string', multiple: true },
+        'dry-run': { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
     });
@@ -196,6 +200,11 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
           { target: values.target, dataDir, portBase },
           io,
         );
+        return summary.failed ? 1 : 0;
+      }
+      case 'triggers': {
+        const [sub, ...args] = rest;
+        const summary = await triggersCommand(sub, args, { target: values.target, dataDir, portBase, dryRun: values['dry-run'] }, io);
         return summary.failed ? 1 : 0;
       }
       case 'serve':

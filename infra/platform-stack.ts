@@ -17,6 +17,8 @@
  *    `approvers` group, a JWT authorizer on POST /approvals/{id}, and GET /approvals, the page
  *    sign-in returns to. `approvalSignIn: false` (context `-c approvalSignIn=false`) builds none
  *    of it: the link-only mode, where the page asks for its code to be typed instead.
+ * 9. The alarm topic (infra/alarm-topic.ts): every pipeline stack's alarms and failure notices,
+ *    mailed to `alarmEmail` (context `frontier:alarmEmail`) when one is set.
  *
  * Pipeline stacks receive `resources` and never create these things themselves.
  */
@@ -31,6 +33,7 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import * as ses from 'aws-cdk-lib/aws-ses';
+import type * as sns from 'aws-cdk-lib/aws-sns';
 import type { Construct } from 'constructs';
 import { join } from 'node:path';
 import { ConfigError } from '#shared/errors.ts';
@@ -44,6 +47,7 @@ import { iam5Resource } from '#pipelines/steps/nag-findings.ts';
 import { acknowledge } from './nag.ts';
 import { booleanFlag } from '#pipelines/steps/context-flag.ts';
 import { approvalSignInFromContext, ApproverSignIn } from './approver-sign-in.ts';
+import { AlarmTopic } from './alarm-topic.ts';
 import { ANTHROPIC_KEY_PLACEHOLDER } from '#shared/rewards/propose.ts';
 
 /** Context keys (cdk.json) that supply the defaults of the matching props. */
@@ -51,6 +55,7 @@ export const PLATFORM_CONTEXT = {
   senderEmail: 'frontier:senderEmail',
   approverEmail: 'frontier:approverEmail',
   logRetentionDays: 'frontier:logRetentionDays',
+  alarmEmail: 'frontier:alarmEmail',
   gpuSpot: 'frontier:gpuSpot',
 } as const;
 
@@ -78,6 +83,8 @@ export interface PlatformResources {
   readonly approvalApiUrl: string;
   /** Retention of every log group the stacks create. */
   readonly logRetention: logs.RetentionDays;
+  /** Where every pipeline's alarms and failure notices go (encrypted, TLS only). */
+  readonly alarmTopic: sns.ITopic;
 }
 
 export interface PlatformStackProps extends StackProps {
@@ -109,6 +116,12 @@ export interface PlatformStackProps extends StackProps {
    * types) can decide. Default: context `approvalSignIn`, else true.
    */
   readonly approvalSignIn?: boolean;
+  /**
+   * Who is told when a deployed pipeline fails: an email subscription to the alarm topic (SNS
+   * mails a confirmation link once). Default: context `frontier:alarmEmail`, else no subscription
+   * (the alarms show in the CloudWatch console only).
+   */
+  readonly alarmEmail?: string;
 }
 
 /** Entry of the approval API handler. */
@@ -404,6 +417,9 @@ export class PlatformStack extends Stack {
       },
     ]);
 
+    // ---- 9. Alarm topic ----------------------------------------------------------------
+    const alarms = new AlarmTopic(this, 'Alarms', { email: config.alarmEmail });
+
     // ---- Outputs -----------------------------------------------------------------------
     new CfnOutput(this, 'BucketName', { value: bucket.bucketName, description: 'The pipelines bucket.' });
     new CfnOutput(this, 'TableName', { value: table.tableName, description: 'The pipelines table.' });
@@ -431,6 +447,7 @@ export class PlatformStack extends Stack {
       approverEmail: config.approverEmail,
       approvalApiUrl,
       logRetention,
+      alarmTopic: alarms.topic,
     };
   }
 
@@ -439,13 +456,15 @@ export class PlatformStack extends Stack {
     const fromContext = (key: string): unknown => this.node.tryGetContext(key);
     const senderEmail = requireEmail('senderEmail', props.senderEmail ?? fromContext(PLATFORM_CONTEXT.senderEmail));
     const approverEmail = requireEmail('approverEmail', props.approverEmail ?? fromContext(PLATFORM_CONTEXT.approverEmail));
+    const alarmEmailGiven = props.alarmEmail ?? fromContext(PLATFORM_CONTEXT.alarmEmail);
+    const alarmEmail = alarmEmailGiven === undefined ? undefined : requireEmail('alarmEmail', alarmEmailGiven);
     const logRetentionDays = requireRetention('logRetentionDays', props.logRetentionDays ?? fromContext(PLATFORM_CONTEXT.logRetentionDays) ?? 30);
     const gpuMaxvCpus = requireIntegerIn('gpuMaxvCpus', props.gpuMaxvCpus ?? 64, 4, 4096);
     const cpuMaxvCpus = requireIntegerIn('cpuMaxvCpus', props.cpuMaxvCpus ?? 64, 1, 4096);
     const approvalSignIn = props.approvalSignIn ?? approvalSignInFromContext(this);
     if (typeof approvalSignIn !== 'boolean') throw new ConfigError('approvalSignIn', approvalSignIn, 'must be true or false');
     const gpuSpot = booleanFlag('gpuSpot', props.gpuSpot ?? fromContext(PLATFORM_CONTEXT.gpuSpot), true, 'prop gpuSpot or context frontier:gpuSpot');
-    return { senderEmail, approverEmail, logRetentionDays, gpuMaxvCpus, cpuMaxvCpus, gpuSpot, approvalSignIn };
+    return { senderEmail, approverEmail, alarmEmail, logRetentionDays, gpuMaxvCpus, cpuMaxvCpus, gpuSpot, approvalSignIn };
   }
 }
 

@@ -1,8 +1,10 @@
 /**
- * The part of the AWS API the runtime serves itself on loopback, for handlers that call
- * AWS through the real SDK: Step Functions (start/describe executions, task callbacks),
- * Secrets Manager (GetSecretValue) and SES v2 (SendEmail, written to the outbox as .eml).
- * Handlers reach it through AWS_ENDPOINT_URL_SFN / _SECRETS_MANAGER / _SESV2.
+ * The part of the AWS API the runtime serves itself on loopback, for handlers and the CLI that
+ * call AWS through the real SDK: Step Functions (start/describe executions, task callbacks),
+ * Secrets Manager (GetSecretValue), SES v2 (SendEmail, written to the outbox as .eml), SQS (the
+ * app's queues, queues.ts) and Lambda's Invoke (RequestResponse: the function runs in the
+ * runtime, as any other invocation). Clients reach it through AWS_ENDPOINT_URL_SFN /
+ * _SECRETS_MANAGER / _SESV2 / _SQS / _LAMBDA.
  */
 import { createServer, type ServerResponse } from 'node:http';
 import { listen, readAll, refuseJson, type Listening } from './emulators.ts';
@@ -25,7 +27,13 @@ export interface AwsApiHandlers {
   sfn(action: string, body: Record<string, unknown>): Promise<unknown>;
   secrets(action: string, body: Record<string, unknown>): Promise<unknown>;
   sendEmail(body: Record<string, unknown>): Promise<{ MessageId: string }>;
+  sqs(action: string, body: Record<string, unknown>): Promise<unknown>;
+  /** Runs a function by name or ARN; rejects with its error (name = errorType, message = Lambda's error JSON). */
+  invoke(functionName: string, event: unknown): Promise<unknown>;
 }
+
+/** Lambda's Invoke: `POST /2015-03-31/functions/<name>/invocations`. */
+const INVOKE_PATH = /^\/2015-03-31\/functions\/([^/?]+)\/invocations(?:\?|$)/;
 
 function reply(res: ServerResponse, status: number, body: unknown, contentType = 'application/x-amz-json-1.0') {
   res.writeHead(status, { 'content-type': contentType });
@@ -46,6 +54,11 @@ export async function startAwsApi(port: number, credentials: LocalCredentials, h
       const text = bytes.toString('utf8');
       const body = text ? (JSON.parse(text) as Record<string, unknown>) : {};
       const target = String(req.headers['x-amz-target'] ?? '');
+      const invoke = req.method === 'POST' ? INVOKE_PATH.exec(req.url ?? '') : null;
+      if (invoke) return await invokeFunction(res, handlers, decodeURIComponent(invoke[1]!), body, req.headers['x-amz-invocation-type']);
+      if (target.startsWith('AmazonSQS.')) {
+        return reply(res, 200, await handlers.sqs(target.slice('AmazonSQS.'.length), body));
+      }
       if (target.startsWith('AWSStepFunctions.')) {
         return reply(res, 200, await handlers.sfn(target.slice('AWSStepFunctions.'.length), body));
       }
@@ -62,7 +75,36 @@ export async function startAwsApi(port: number, credentials: LocalCredentials, h
       res.end(JSON.stringify({ __type: e.type, message: e.message }));
     }
   });
-  return listen(server, port, 'local AWS API (Step Functions, Secrets Manager, SES)');
+  return listen(server, port, 'local AWS API (Step Functions, Secrets Manager, SES, SQS, Lambda)');
+}
+
+/**
+ * A synchronous invocation, answered as Lambda answers one: the function's result; or, when the
+ * function fails, status 200 with `X-Amz-Function-Error: Unhandled` and its error as the
+ * payload; a missing function is ResourceNotFoundException (404).
+ */
+async function invokeFunction(res: ServerResponse, handlers: AwsApiHandlers, name: string, event: unknown, type: unknown): Promise<void> {
+  if (type !== undefined && type !== 'RequestResponse') {
+    throw new ApiError('InvalidParameterValueException', `the local Lambda API runs RequestResponse invocations only (got ${String(type)})`);
+  }
+  let result: unknown;
+  try {
+    result = await handlers.invoke(name, event);
+  } catch (error) {
+    const e = error as Error;
+    if (e.name === 'Lambda.ResourceNotFoundException') throw new ApiError('ResourceNotFoundException', e.message, 404);
+    let payload: unknown;
+    try {
+      payload = JSON.parse(e.message);
+    } catch {
+      payload = { errorType: e.name, errorMessage: e.message };
+    }
+    res.writeHead(200, { 'content-type': 'application/json', 'x-amz-function-error': 'Unhandled' });
+    res.end(JSON.stringify(payload));
+    return;
+  }
+  res.writeHead(200, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(result ?? null));
 }
 
 /** Secrets Manager's GetSecretValue, over the secrets provisioned from the templates (by ARN or name). */

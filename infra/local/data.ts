@@ -8,7 +8,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { resetClients } from '#shared/clients/aws.ts';
 import { NotFoundError } from '#shared/errors.ts';
-import { liveRuntime, lockDataDir, startDynalite } from './emulators.ts';
+import { type LiveRuntime, liveRuntime, lockDataDir, startDynalite } from './emulators.ts';
 import { LOCAL_KEY, LOCAL_REGION } from './resolve.ts';
 import type { LocalResources } from './runtime.ts';
 
@@ -26,13 +26,7 @@ export async function openLocalData(dataDir: string): Promise<LocalData> {
   const resources = JSON.parse(readFileSync(file, 'utf8')) as LocalResources;
   const live = liveRuntime(dataDir);
   if (live) {
-    Object.assign(process.env, {
-      ...live.endpoints,
-      AWS_REGION: LOCAL_REGION,
-      AWS_ACCESS_KEY_ID: live.credentials.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: live.credentials.secretAccessKey,
-    });
-    resetClients();
+    connectToLiveRuntime(live);
     return { table: resources.tables[0]!, bucket: resources.buckets[0]!, close: async () => {} };
   }
   const unlock = lockDataDir(dataDir);
@@ -57,4 +51,15 @@ export async function openLocalData(dataDir: string): Promise<LocalData> {
     unlock();
     throw error;
   }
+}
+
+/** Points this process's AWS clients (the shared ones, and any built after) at a running runtime's loopback services. */
+export function connectToLiveRuntime(live: LiveRuntime): void {
+  Object.assign(process.env, {
+    ...live.endpoints,
+    AWS_REGION: LOCAL_REGION,
+    AWS_ACCESS_KEY_ID: live.credentials.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: live.credentials.secretAccessKey,
+  });
+  resetClients();
 }

@@ -18,6 +18,8 @@ export function localEndpoints(urls: { dynamodb: string; s3: string; awsApi: str
     AWS_ENDPOINT_URL_SFN: urls.awsApi,
     AWS_ENDPOINT_URL_SECRETS_MANAGER: urls.awsApi,
     AWS_ENDPOINT_URL_SESV2: urls.awsApi,
+    AWS_ENDPOINT_URL_SQS: urls.awsApi,
+    AWS_ENDPOINT_URL_LAMBDA: urls.awsApi,
   };
 }
 

@@ -7,6 +7,8 @@ import { createHash } from 'node:crypto';
 
 export const LOCAL_REGION = 'us-east-1';
 export const LOCAL_ACCOUNT = '000000000000';
+/** Where SQS queue URLs point in resolved templates, before the runtime rewrites them to its loopback API. */
+export const LOCAL_SQS_URL = `https://sqs.${LOCAL_REGION}.amazonaws.com/`;
 /** The emulators' credentials (s3rver knows only this key). */
 export const LOCAL_KEY = 'S3RVER';
 
@@ -109,6 +111,9 @@ export class TemplateResolver {
         return physicalName(stack, logicalId, 64);
       case 'AWS::SES::EmailIdentity':
         return typeof props.EmailIdentity === 'string' ? props.EmailIdentity : physicalName(stack, logicalId, 64);
+      case 'AWS::SQS::Queue':
+        // A queue's Ref is its URL: the runtime rewrites this host to its loopback SQS API.
+        return `${LOCAL_SQS_URL}${LOCAL_ACCOUNT}/${typeof props.QueueName === 'string' ? props.QueueName : physicalName(stack, logicalId, 80)}`;
       default:
         return physicalName(stack, logicalId, 128);
     }
@@ -142,6 +147,12 @@ export class TemplateResolver {
         return `https://${ref}.execute-api.${LOCAL_REGION}.amazonaws.com`;
       case 'AWS::Logs::LogGroup.Arn':
         return arn('logs', `log-group:${ref}:*`);
+      case 'AWS::SQS::Queue.Arn':
+        return arn('sqs', ref.split('/').pop()!);
+      case 'AWS::SQS::Queue.QueueName':
+        return ref.split('/').pop();
+      case 'AWS::SQS::Queue.QueueUrl':
+        return ref;
       default:
         return attr === 'Arn' ? undefined : `${ref}.${attr}`;
     }

@@ -1,7 +1,7 @@
 /**
  * The events the runtime emits as an EventEmitter, for the CLI's progress lines and for tests:
  * states entered, Map items done, Batch job progress, emails written to the outbox, S3 objects
- * created, executions ended.
+ * created, events dead-lettered, executions ended.
  */
 import type { ExecutionRecord } from './execution-records.ts';
 
@@ -12,6 +12,8 @@ export interface RuntimeEvents {
   email: { file: string };
   /** The EventBridge event built for an S3 object created in a bucket with notifications on. */
   objectCreated: Record<string, unknown>;
+  /** An event whose delivery failed on every attempt, sent to the target's dead-letter queue. */
+  deadLettered: { queueArn: string; targetArn: string; event: unknown; error: string };
   executionDone: ExecutionRecord;
 }
 

@@ -6,8 +6,10 @@
  * same handler modules in worker threads with the template's environment; Batch tasks run the
  * job's entrypoint as a child process; direct DynamoDB and S3 states go through the real SDK to
  * dynalite and s3rver; task tokens, heartbeats and timeouts are kept by a callback layer; S3
- * object events are matched against the synthesized EventBridge rules; email goes to the
- * outbox as .eml files; the approval API is served on loopback by the same handler as on AWS.
+ * object events are matched against the synthesized EventBridge rules (a failed delivery goes to
+ * the target's dead-letter queue, queues.ts); email goes to the outbox as .eml files; the approval
+ * API is served on loopback by the same handler as on AWS. The stacks' outputs, resolved, are in
+ * `<dataDir>/outputs.json`, as CloudFormation lists a deployed stack's.
  *
  * This class boots the emulators and hosts and wires the parts together; each part has its
  * own module: synthesis.ts (synthesis, template loading), executions.ts (one execution),
@@ -16,7 +18,7 @@
  */
 import './polyfill.ts';
 import { EventEmitter } from 'node:events';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { UnknownPipelineError } from '#shared/errors.ts';
@@ -33,7 +35,8 @@ import { startHttpApi } from './http-api.ts';
 import { LambdaHost, TaskError, type LocalFunction } from './lambda-host.ts';
 import { baseEnvironment, claudeEnvironment, localClients, localEndpoints } from './local-env.ts';
 import { provision } from './provision.ts';
-import { LOCAL_REGION, TemplateResolver } from './resolve.ts';
+import { LocalQueues, loadQueues } from './queues.ts';
+import { LOCAL_REGION, LOCAL_SQS_URL, TemplateResolver } from './resolve.ts';
 import type { EmitRuntimeEvent } from './runtime-events.ts';
 import { S3EventDelivery } from './s3-events.ts';
 import { sfnApi } from './sfn-api.ts';
@@ -44,6 +47,9 @@ export { listExecutionRecords, type ExecutionRecord, type ExecutionStatus } from
 export type { Execution } from './executions.ts';
 export type { RuntimeEvents } from './runtime-events.ts';
 export { synthesize } from './synthesis.ts';
+
+/** Where a running runtime keeps its stacks' resolved outputs, for the CLI's commands that run beside it. */
+export const OUTPUTS_FILE = 'outputs.json';
 
 export interface RuntimeOptions {
   /** Data directory. Default: `.local/` in the repository. */
@@ -82,6 +88,10 @@ export class LocalRuntime extends EventEmitter {
   private executionDeps!: ExecutionDeps;
   /** S3 events through the EventBridge rules; set once boot has loaded the rules. */
   private s3Events: S3EventDelivery | undefined;
+  /** The app's SQS queues; set once boot has loaded the templates. */
+  private queues: LocalQueues | undefined;
+  /** Each stack's outputs, resolved, by stack name. */
+  private outputs: Record<string, Record<string, string>> = {};
   private readonly emitEvent: EmitRuntimeEvent = (name, payload) => void this.emit(name, payload);
   /** Local names of the tables and of the buckets with EventBridge notifications (the platform's). */
   readonly resources: LocalResources = { tables: [], buckets: [] };
@@ -118,6 +128,8 @@ export class LocalRuntime extends EventEmitter {
     const t0 = performance.now();
     const unlock = lockDataDir(this.dataDir);
     this.closers.push(unlock);
+    // A runtime that ended without stopping left its outputs behind: never read them as this one's.
+    rmSync(join(this.dataDir, OUTPUTS_FILE), { force: true });
     for (const sub of ['executions', 'outbox', 'jobs']) mkdirSync(join(this.dataDir, sub), { recursive: true });
     const base = this.options.portBase ?? 0;
     const port = (offset: number) => (base ? base + offset : 0);
@@ -137,6 +149,11 @@ export class LocalRuntime extends EventEmitter {
       }),
       secrets: secretsManagerApi(this.secrets),
       sendEmail: sesSendEmail(this.outboxDir, (file) => this.emitEvent('email', { file })),
+      sqs: async (action, body) => {
+        if (!this.queues) throw new ApiError('ServiceUnavailable', 'the local runtime is still starting', 503);
+        return this.queues.handle(action, body);
+      },
+      invoke: (functionName, event) => this.invokeFunction(functionName, event),
     });
     this.closers.push(() => aws.close());
     this.endpoints = localEndpoints({ dynamodb: dynamo.url, s3: s3.url, awsApi: aws.url });
@@ -168,6 +185,12 @@ export class LocalRuntime extends EventEmitter {
       resolver.rewrite(`https://${apiId}.execute-api.${LOCAL_REGION}.amazonaws.com/`, `${http.server.url}/`);
       resolver.rewrite(`https://${apiId}.execute-api.${LOCAL_REGION}.amazonaws.com`, http.server.url);
     }
+    resolver.rewrite(LOCAL_SQS_URL, `${aws.url}/`);
+    this.queues = new LocalQueues(join(this.dataDir, 'queues'), loadQueues(resolver));
+    this.outputs = resolveOutputs(stacks, resolver);
+    // Only while this runtime runs: the values (loopback ports) are this start's.
+    writeFileSync(join(this.dataDir, OUTPUTS_FILE), JSON.stringify(this.outputs, null, 2));
+    this.closers.push(() => rmSync(join(this.dataDir, OUTPUTS_FILE), { force: true }));
 
     const provisioned = await provision(resolver, clients, this.dataDir);
     this.resources.tables.push(...provisioned.tables);
@@ -184,6 +207,7 @@ export class LocalRuntime extends EventEmitter {
       versionedBuckets: new Set(provisioned.versionedBuckets),
       emit: this.emitEvent,
       invokeFunction,
+      deadLetter: (queueArn, body, attributes) => void this.queues!.sendByArn(queueArn, body, attributes),
     });
     this.s3Events = s3Events;
     this.machines = loadMachines(resolver, this.functions);
@@ -218,6 +242,11 @@ export class LocalRuntime extends EventEmitter {
     const fn = this.functions.get(nameOrArn);
     if (!fn) return Promise.reject(new TaskError('Lambda.ResourceNotFoundException', `Function not found: ${nameOrArn}`));
     return this.lambda.invoke(fn, event);
+  }
+
+  /** A stack's outputs, resolved to local values (a queue's URL on the loopback API, a function's local name). */
+  stackOutputs(stackName: string): Record<string, string> {
+    return this.outputs[stackName] ?? {};
   }
 
   /** The cached steps of a pipeline and the code version each is keyed with today. */
@@ -291,4 +320,21 @@ export class LocalRuntime extends EventEmitter {
     }
     this.closers.length = 0;
   }
+}
+
+/** Each stack's outputs, resolved; an output the runtime cannot resolve is left out. */
+function resolveOutputs(stacks: readonly { stackName: string; template: { Outputs?: Record<string, { Value: unknown }> } }[], resolver: TemplateResolver) {
+  const outputs: Record<string, Record<string, string>> = {};
+  for (const { stackName, template } of stacks) {
+    const resolved: Record<string, string> = {};
+    for (const [key, output] of Object.entries(template.Outputs ?? {})) {
+      try {
+        resolved[key] = String(resolver.resolve(stackName, output.Value));
+      } catch {
+        // An import no local stack exports: not needed to run anything here.
+      }
+    }
+    outputs[stackName] = resolved;
+  }
+  return outputs;
 }

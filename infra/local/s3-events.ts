@@ -9,19 +9,31 @@
  * (s3rver keeps no versions, so the id is made here and names no stored version), and on every
  * bucket a sequencer, new for each PUT and increasing. s3rver's own sequencer is the time in
  * milliseconds, which two PUTs in the same millisecond share.
+ *
+ * A delivery whose attempts all fail goes to the target's dead-letter queue when the rule gives
+ * it one (the event as the body, with EventBridge's attributes: RULE_ARN, TARGET_ARN, ERROR_CODE,
+ * ERROR_MESSAGE, EXHAUSTED_RETRY_CONDITION, RETRY_ATTEMPTS), and is dropped otherwise. Locally a
+ * target runs synchronously, so its handler's error fails the delivery; on AWS, EventBridge
+ * invokes a Lambda asynchronously and the handler's errors reach the function's own dead-letter
+ * queue instead (the S3 trigger gives both the same queue).
  */
 import { HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { randomUUID } from 'node:crypto';
 import type { S3NotificationEvent } from './emulators.ts';
 import { matchesPattern } from './event-pattern.ts';
 import { LOCAL_ACCOUNT, LOCAL_REGION } from './resolve.ts';
+import type { QueueAttribute } from './queues.ts';
 import type { EmitRuntimeEvent } from './runtime-events.ts';
 
-/** An enabled EventBridge rule: its pattern and its targets (Lambda functions, by ARN). */
+/** An enabled EventBridge rule: its pattern and its targets (Lambda functions, by ARN), each with its dead-letter queue if any. */
 export interface EventRule {
+  arn: string;
   pattern: Record<string, unknown>;
-  targets: { arn: string; input?: unknown }[];
+  targets: { arn: string; input?: unknown; deadLetterArn?: string }[];
 }
+
+/** Attempts per delivery: fewer than the trigger's 8 retries on AWS, so that a failure shows quickly. */
+const DELIVERY_ATTEMPTS = 3;
 
 export interface S3EventDeps {
   readonly s3: S3Client;
@@ -31,6 +43,8 @@ export interface S3EventDeps {
   readonly versionedBuckets: ReadonlySet<string>;
   readonly emit: EmitRuntimeEvent;
   invokeFunction(nameOrArn: string, event: unknown): Promise<unknown>;
+  /** Sends a message to the queue with this ARN. */
+  deadLetter(queueArn: string, body: string, attributes: Record<string, QueueAttribute>): void;
 }
 
 export class S3EventDelivery {
@@ -97,15 +111,35 @@ export class S3EventDelivery {
     const deliveries: Promise<unknown>[] = [];
     for (const rule of this.deps.rules) {
       if (!matchesPattern(rule.pattern, event)) continue;
-      for (const target of rule.targets) {
-        deliveries.push(withRetries(() => this.deps.invokeFunction(target.arn, target.input ?? event), 3));
-      }
+      for (const target of rule.targets) deliveries.push(this.deliverToTarget(rule, target, target.input ?? event));
     }
     const all = Promise.allSettled(deliveries).then((results) =>
       results.map((r) => (r.status === 'fulfilled' ? r.value : { error: String((r.reason as Error)?.message) })),
     );
     this.track(all);
     return all;
+  }
+
+  /** One target's delivery: retried, then dead-lettered (the result says where) or failed. */
+  private async deliverToTarget(rule: EventRule, target: EventRule['targets'][number], payload: unknown): Promise<unknown> {
+    try {
+      return await withRetries(() => this.deps.invokeFunction(target.arn, payload), DELIVERY_ATTEMPTS);
+    } catch (error) {
+      if (!target.deadLetterArn) throw error;
+      const e = error as Error;
+      const message = errorMessageOf(e);
+      const string = (value: string): QueueAttribute => ({ DataType: 'String', StringValue: value });
+      this.deps.deadLetter(target.deadLetterArn, JSON.stringify(payload), {
+        RULE_ARN: string(rule.arn),
+        TARGET_ARN: string(target.arn),
+        ERROR_CODE: string(e.name === 'Lambda.ResourceNotFoundException' ? 'NO_RESOURCE' : 'ERROR_FROM_TARGET'),
+        ERROR_MESSAGE: string(message),
+        EXHAUSTED_RETRY_CONDITION: string('MaximumRetryAttempts'),
+        RETRY_ATTEMPTS: string(String(DELIVERY_ATTEMPTS - 1)),
+      });
+      this.deps.emit('deadLettered', { queueArn: target.deadLetterArn, targetArn: target.arn, event: payload, error: message });
+      return { error: message, deadLettered: target.deadLetterArn };
+    }
   }
 
   /** Settles when every event delivery in flight has finished. */
@@ -117,6 +151,18 @@ export class S3EventDelivery {
     this.pending.add(delivery);
     void delivery.finally(() => this.pending.delete(delivery));
   }
+}
+
+/** A Lambda error as one line: its type and message (the local error's message is Lambda's error JSON), at most 1 KiB as Lambda cuts it. */
+function errorMessageOf(error: Error): string {
+  let text = `${error.name}: ${error.message}`;
+  try {
+    const { errorType, errorMessage } = JSON.parse(error.message) as { errorType?: string; errorMessage?: string };
+    if (errorMessage !== undefined) text = `${errorType ?? error.name}: ${errorMessage}`;
+  } catch {
+    // not Lambda's error JSON: the plain message
+  }
+  return text.slice(0, 1024);
 }
 
 async function withRetries<T>(fn: () => Promise<T>, attempts: number): Promise<T> {

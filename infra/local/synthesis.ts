@@ -145,16 +145,21 @@ export function loadJobDefinitions(resolver: TemplateResolver): Map<string, Loca
 /** The enabled EventBridge rules that have an event pattern. */
 export function loadRules(resolver: TemplateResolver): EventRule[] {
   const rules: EventRule[] = [];
-  for (const { stack, resource } of resolver.resourcesOfType('AWS::Events::Rule')) {
+  for (const { stack, logicalId, resource } of resolver.resourcesOfType('AWS::Events::Rule')) {
     const props = resolver.resolve(stack, resource.Properties ?? {}) as {
       EventPattern?: Record<string, unknown>;
       State?: string;
-      Targets?: { Arn: string; Input?: string }[];
+      Targets?: { Arn: string; Input?: string; DeadLetterConfig?: { Arn?: string } }[];
     };
     if (!props.EventPattern || props.State === 'DISABLED') continue;
     rules.push({
+      arn: resolver.attrOf(stack, logicalId, resource, 'Arn')!,
       pattern: props.EventPattern,
-      targets: (props.Targets ?? []).map((t) => ({ arn: t.Arn, input: t.Input ? JSON.parse(t.Input) : undefined })),
+      targets: (props.Targets ?? []).map((t) => ({
+        arn: t.Arn,
+        input: t.Input ? JSON.parse(t.Input) : undefined,
+        ...(t.DeadLetterConfig?.Arn ? { deadLetterArn: t.DeadLetterConfig.Arn } : {}),
+      })),
     });
   }
   return rules;

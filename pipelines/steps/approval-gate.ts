@@ -6,7 +6,7 @@
  * drawings) from an items document in S3, named by `itemsUriPath`, and says in its own words
  * what each decision does (`outcomes`), shown beside the buttons and in the email.
  */
-import { Duration } from 'aws-cdk-lib';
+import { Duration, Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
@@ -84,11 +84,19 @@ export function gateOutcomes(props: Pick<ApprovalGateProps, 'outcomes' | 'onReje
   };
 }
 
+/** Id of a stack's approval-request Lambda, at the root of the stack. */
+const APPROVAL_REQUEST_ID = 'ApprovalRequest';
+
+/** Whether the stack of `scope` has an approval gate (its approval-request Lambda). */
+export function hasApprovalGate(scope: Construct): boolean {
+  return Stack.of(scope).node.tryFindChild(APPROVAL_REQUEST_ID) !== undefined;
+}
+
 /** The approval-request Lambda of a stack, created once and shared by its gates. */
 export function approvalRequestFunction(scope: Construct, steps: StepScope): PipelineFunction {
-  return stackSingleton(scope, 'ApprovalRequest', (stack) => {
+  return stackSingleton(scope, APPROVAL_REQUEST_ID, (stack) => {
     const { resources } = steps;
-    const fn = new PipelineFunction(stack, 'ApprovalRequest', {
+    const fn = new PipelineFunction(stack, APPROVAL_REQUEST_ID, {
       entry: join(REPO_ROOT, 'functions/platform/approval-request/handler.ts'),
       description: 'Records an approval request and emails its signed link',
       environment: {

@@ -12,6 +12,7 @@ import { relative, sep } from 'node:path';
 import { ConfigError } from '#shared/errors.ts';
 import { handlerCodeVersion, REPO_ROOT, type CodeVersion } from './code-version.ts';
 import type { IBucket } from 'aws-cdk-lib/aws-s3';
+import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { acknowledgeFindings, LAMBDA_BASIC_EXECUTION_FINDING, s3GrantFindings } from './nag-findings.ts';
 
 /** Metadata keys the embedded runtime reads from the synthesized template. */
@@ -80,6 +81,12 @@ export interface PipelineFunctionProps {
   readonly salt?: string;
   /** Description shown in the console. */
   readonly description?: string;
+  /**
+   * Where Lambda puts an asynchronous invocation's event once its retries have failed (the
+   * event unchanged as the body; CDK grants the function sqs:SendMessage). Default: none, and
+   * such an event is dropped.
+   */
+  readonly deadLetterQueue?: IQueue;
 }
 
 export class PipelineFunction extends NodejsFunction {
@@ -105,6 +112,7 @@ export class PipelineFunction extends NodejsFunction {
       timeout: props.timeout ?? Duration.seconds(60),
       environment: { NODE_OPTIONS: '--enable-source-maps', ...props.environment },
       description: props.description,
+      deadLetterQueue: props.deadLetterQueue,
       logGroup,
       projectRoot: REPO_ROOT,
       depsLockFilePath: `${REPO_ROOT}/package-lock.json`,

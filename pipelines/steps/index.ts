@@ -4,6 +4,7 @@ export * from './bounds.ts';
 export * from './code-version.ts';
 export * from './fan-out.ts';
 export * from './function.ts';
+export * from './monitoring.ts';
 export * from './names.ts';
 export * from './page-sign-in.ts';
 export * from './pipeline.ts';

@@ -7,7 +7,8 @@
  *   environment every pipeline function gets (the bucket and the pipeline's name);
  * - the tail most pipelines end with (`reportAndPublish`): a cached report step, publishing its
  *   files as an artifact with the report as its card, and an Output state;
- * - `finish`: the Standard workflow (PipelineStateMachine) around the first state.
+ * - `finish`: the Standard workflow (PipelineStateMachine) around the first state, and the stack's
+ *   monitoring (monitoring.ts): alarms to the platform's alarm topic and one dashboard.
  *
  * A new pipeline: `class XStack extends PipelineStack`, its functions and jobs, its states, then
  * `this.finish(first, { timeout })`. pipelines/probe/stack.ts is the smallest complete example.
@@ -22,6 +23,8 @@ import { ConfigError } from '#shared/errors.ts';
 import { ENV } from '#shared/env.ts';
 import { REPO_ROOT } from './code-version.ts';
 import { PipelineFunction } from './function.ts';
+import { DASHBOARDS_CONTEXT, PipelineMonitoring } from './monitoring.ts';
+import { contextFlag } from './context-flag.ts';
 import { PipelineStateMachine } from './pipeline.ts';
 import { publishArtifact } from './publish.ts';
 import type { StepResources, StepScope } from './resources.ts';
@@ -58,6 +61,7 @@ export abstract class PipelineStack<R extends StepResources = StepResources> ext
   /** The environment every pipeline function gets: the bucket and the pipeline's name. */
   readonly functionEnv: Readonly<Record<string, string>>;
   private machine?: sfn.StateMachine;
+  private monitor?: PipelineMonitoring;
   private checkStep?: sfn.Chain;
 
   protected constructor(scope: Construct, id: string, pipeline: string, props: PipelineStackProps<R>, config: z.ZodType) {
@@ -75,6 +79,12 @@ export abstract class PipelineStack<R extends StepResources = StepResources> ext
   get stateMachine(): sfn.StateMachine {
     if (!this.machine) throw new ConfigError('stateMachine', this.pipeline, 'is made by finish(), which the stack has not called yet');
     return this.machine;
+  }
+
+  /** The stack's alarms and dashboard; there once `finish` has run. */
+  get monitoring(): PipelineMonitoring {
+    if (!this.monitor) throw new ConfigError('monitoring', this.pipeline, 'is made by finish(), which the stack has not called yet');
+    return this.monitor;
   }
 
   /** The handler of one of the pipeline's steps: functions/<pipeline>/<step>/handler.ts. */
@@ -138,16 +148,29 @@ export abstract class PipelineStack<R extends StepResources = StepResources> ext
     return this.checkStep;
   }
 
-  /** The Standard workflow that runs `definition`; call once, after the states are built. */
+  /**
+   * The Standard workflow that runs `definition`, and its monitoring; call once, after the states
+   * are built. What the stack adds later (an S3 trigger, its functions) is monitored too.
+   */
   protected finish(definition: sfn.IChainable, options: { readonly timeout: Duration }): sfn.StateMachine {
     if (this.machine) throw new ConfigError('finish', this.pipeline, 'was called twice');
+    const alarmTopic = this.resources.alarmTopic;
+    if (!alarmTopic) throw new ConfigError('resources.alarmTopic', alarmTopic, `is required by the ${this.pipeline} stack: its alarms go there`);
     const checked = this.checkStep ? definition : this.configCheck().next(definition);
-    this.machine = new PipelineStateMachine(this, 'Pipeline', {
+    const workflow = new PipelineStateMachine(this, 'Pipeline', {
       pipeline: this.pipeline,
       definition: checked,
       resources: this.resources,
       timeout: options.timeout,
-    }).stateMachine;
+    });
+    this.machine = workflow.stateMachine;
+    this.monitor = new PipelineMonitoring(this, 'Monitoring', {
+      pipeline: this.pipeline,
+      stateMachine: workflow.stateMachine,
+      logGroup: workflow.logGroup,
+      alarmTopic,
+      dashboard: contextFlag(this, DASHBOARDS_CONTEXT, true, 'cdk deploy -c frontier:dashboards=false leaves the dashboards out'),
+    });
     return this.machine;
   }
 }

@@ -7,6 +7,7 @@ import type { ITable } from 'aws-cdk-lib/aws-dynamodb';
 import type { IBucket } from 'aws-cdk-lib/aws-s3';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { RetentionDays } from 'aws-cdk-lib/aws-logs';
+import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import type { StateBounds } from './bounds.ts';
 
 export interface StepResources {
@@ -21,6 +22,8 @@ export interface StepResources {
   /** Base URL of the approval API, without a trailing slash. */
   readonly approvalApiUrl: string;
   readonly logRetention?: RetentionDays;
+  /** The platform's alarm topic: a pipeline stack's alarms and failure notices (PipelineStack needs it). */
+  readonly alarmTopic?: ITopic;
 }
 
 /** Where a step runs: the pipeline it belongs to and the platform it uses. */

@@ -19,7 +19,10 @@ describe('evals and lm-sft stacks', () => {
   const producer = Template.fromStack(app.node.findChild('LmSft') as Stack);
 
   it('starts on every checkpoint manifest, and what an upload publishes is keyed by the upload', () => {
-    const [rule] = Object.values(evals.findResources('AWS::Events::Rule')) as { Properties: { EventPattern: { detail: { object: { key: unknown[] } } } } }[];
+    // The upload rule (the stack's monitoring has a rule of its own, on its Batch jobs).
+    const [rule] = Object.values(evals.findResources('AWS::Events::Rule', { Properties: { EventPattern: { source: ['aws.s3'] } } })) as {
+      Properties: { EventPattern: { detail: { object: { key: unknown[] } } } };
+    }[];
     assert.deepEqual(rule!.Properties.EventPattern.detail.object.key, [{ wildcard: 'checkpoints/*/*/manifest.json' }]);
     const { States: states } = definitionOf(evals);
     // The upload of record: the run's name (one per upload) when an upload started it, else nothing.

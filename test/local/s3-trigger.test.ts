@@ -4,13 +4,21 @@
  * matches the probe stack's rule on `uploads/probe/*\/manifest.json` and invokes the
  * trigger Lambda, which records the upload in the ledger and starts the probe once per upload:
  * every PUT is an upload of record (also of bytes uploaded before), while a redelivered,
- * re-announced or crafted event of one upload starts nothing more.
+ * re-announced or crafted event of one upload starts nothing more. An upload whose run cannot
+ * start (the ledger's table gone) lands in the trigger's dead-letter queue, and the replay
+ * command starts its run and deletes the message, keeping any message whose replay fails.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { CreateTableCommand, DeleteTableCommand, DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { type Message, ReceiveMessageCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
+import { pipelineNamed } from '#infra/cli/config.ts';
+import { replayTrigger } from '#infra/cli/triggers.ts';
 import { listExecutionRecords, type ExecutionRecord, type LocalRuntime } from '#infra/local/runtime.ts';
+import { PROBE_PIPELINE } from '#pipelines/probe/stack.ts';
+import { TRIGGER_OUTPUTS } from '#pipelines/steps/s3-trigger.ts';
 import { dynamoClient } from '#shared/clients/aws.ts';
 import { eventKey } from '#shared/table.ts';
 import { executionNameFor, parseObjectCreatedEvent } from '#shared/trigger.ts';
@@ -180,5 +188,127 @@ describe('S3 trigger on the probe pipeline', () => {
     // The rule itself does not match: the event reaches no target.
     assert.deepEqual(await rt.deliverEvent(weights), []);
     assert.equal(listExecutionRecords(rt.dataDir).length, before);
+  });
+});
+
+describe('S3 trigger dead letters and their replay', () => {
+  const probe = pipelineNamed(PROBE_PIPELINE);
+  const key = 'uploads/probe/dead-letter/manifest.json';
+  let queueUrl: string;
+  let functionName: string;
+  let sqs: SQSClient;
+  let lost: ObjectCreated;
+
+  before(() => {
+    const outputs = rt.stackOutputs(probe.stackId);
+    queueUrl = outputs[TRIGGER_OUTPUTS.deadLetterQueueUrl]!;
+    functionName = outputs[TRIGGER_OUTPUTS.functionName]!;
+    sqs = new SQSClient({});
+  });
+  after(() => sqs?.destroy());
+
+  /** The queue's messages, left visible (a visibility timeout of 0): what a replay would receive. */
+  async function deadLetters(): Promise<Message[]> {
+    const { Messages = [] } = await sqs.send(
+      new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 10, VisibilityTimeout: 0, MessageAttributeNames: ['All'] }),
+    );
+    return Messages;
+  }
+
+  function capture() {
+    const out: string[] = [];
+    const err: string[] = [];
+    return { io: { out: (l: string) => out.push(l), err: (l: string) => err.push(l) }, out, err };
+  }
+
+  const replay = (dryRun: boolean, io: ReturnType<typeof capture>['io']) => replayTrigger(probe, { target: 'local', dataDir: rt.dataDir, dryRun }, io, rt);
+
+  it('an upload whose run cannot start lands in the dead-letter queue: the event, and why', { timeout: 60_000 }, async () => {
+    assert.deepEqual(await deadLetters(), [], 'nothing dead-lettered by the tests before');
+    // An outage of the ledger's table: every attempt of the trigger fails.
+    const dynamodb = new DynamoDBClient({});
+    const table = rt.resources.tables[0]!;
+    const { Table } = await dynamodb.send(new DescribeTableCommand({ TableName: table }));
+    await dynamodb.send(new DeleteTableCommand({ TableName: table }));
+    const deadLettered: unknown[] = [];
+    const listener = (e: unknown) => deadLettered.push(e);
+    rt.on('deadLettered', listener);
+    try {
+      lost = await upload(key, JSON.stringify({ step: 300, files: ['weights.bin'] }));
+    } finally {
+      rt.off('deadLettered', listener);
+      await dynamodb.send(
+        new CreateTableCommand({
+          TableName: table,
+          KeySchema: Table!.KeySchema,
+          AttributeDefinitions: Table!.AttributeDefinitions,
+          BillingMode: 'PAY_PER_REQUEST',
+        }),
+      );
+      dynamodb.destroy();
+    }
+    assert.equal(deadLettered.length, 1);
+    assert.ok(!triggeredRuns().some((r) => r.name === executionNameFor(parseObjectCreatedEvent(lost))), 'no run started');
+    const [message, ...others] = await deadLetters();
+    assert.equal(others.length, 0);
+    assert.deepEqual(JSON.parse(message!.Body!), lost, "the body is EventBridge's event, unchanged");
+    const attribute = (name: string) => message!.MessageAttributes?.[name]?.StringValue;
+    assert.equal(attribute('ERROR_CODE'), 'ERROR_FROM_TARGET');
+    assert.match(attribute('ERROR_MESSAGE')!, /^ResourceNotFoundException: /);
+    assert.equal(attribute('TARGET_ARN')!.split(':').pop(), functionName);
+    assert.match(attribute('RULE_ARN')!, /^arn:aws:events:[^:]+:\d+:rule\//);
+  });
+
+  it('a dry run lists the message and changes nothing; the replay starts the run and deletes it', { timeout: 90_000 }, async () => {
+    const dry = capture();
+    const listed = await replay(true, dry.io);
+    assert.deepEqual([listed.messages, listed.replayed, listed.kept], [1, 0, 1]);
+    assert.match(
+      dry.out.join('\n'),
+      new RegExp(`s3://${bucket}/${key} \\(version \\w+\\): dead-lettered at \\S+ \\(ERROR_FROM_TARGET: ResourceNotFoundException`),
+    );
+    assert.equal((await deadLetters()).length, 1, 'still there after the dry run');
+
+    const run = capture();
+    const summary = await replay(false, run.io);
+    assert.deepEqual(run.err, []);
+    const name = executionNameFor(parseObjectCreatedEvent(lost));
+    assert.deepEqual(
+      { ...summary, started: summary.started.map((arn) => arn.split(':').pop()) },
+      {
+        messages: 1,
+        replayed: 1,
+        alreadyStarted: 0,
+        failed: 0,
+        kept: 0,
+        started: [name],
+      },
+    );
+    assert.deepEqual(await deadLetters(), [], 'deleted once its run started');
+    const record = await finished(triggeredRuns().find((r) => r.name === name)!);
+    assert.equal(record.status, 'SUCCEEDED', `${record.error}: ${record.cause}`);
+  });
+
+  it('a replay that fails keeps its message; an event whose run exists counts as already started', { timeout: 60_000 }, async () => {
+    // An event the trigger refuses (S3 always sends an etag): dead-lettered after its attempts...
+    const { etag: _etag, ...withoutEtag } = lost.detail.object;
+    const refused = { ...lost, id: 'no-etag', detail: { ...lost.detail, object: withoutEtag } };
+    const [delivery] = (await rt.deliverEvent(refused)) as { deadLettered?: string }[];
+    assert.ok(delivery?.deadLettered, 'the delivery says where the event went');
+    // ...and the lost upload's event a second time, as when S3 announces an upload twice.
+    await sqs.send(new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: JSON.stringify(lost) }));
+
+    const c = capture();
+    const summary = await replay(false, c.io);
+    assert.deepEqual([summary.messages, summary.replayed, summary.alreadyStarted, summary.failed, summary.kept], [2, 0, 1, 1, 1]);
+    assert.match(c.out.join('\n'), new RegExp(`already started s3://${bucket}/${key} .*: ${executionNameFor(parseObjectCreatedEvent(lost))}`));
+    assert.equal(c.err.length, 1, c.err.join('\n'));
+    assert.match(c.err[0]!, /failed .*: the trigger failed: ConfigError: .*etag.*; kept in the queue$/);
+    const kept = await deadLetters();
+    assert.deepEqual(
+      kept.map((m) => (JSON.parse(m.Body!) as { id: string }).id),
+      ['no-etag'],
+      'the failed one is kept, visible at once for the next replay',
+    );
   });
 });

@@ -5,6 +5,7 @@ import { JobQueue } from 'aws-cdk-lib/aws-batch';
 import { TableV2 } from 'aws-cdk-lib/aws-dynamodb';
 import { Bucket } from 'aws-cdk-lib/aws-s3';
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
+import { Topic } from 'aws-cdk-lib/aws-sns';
 import type { StepResources, StepScope } from '#pipelines/steps/resources.ts';
 
 /** A fresh stack with imported stand-ins for the platform's resources. */
@@ -21,6 +22,7 @@ export function minimalScope(): { stack: Stack; resources: StepResources; steps:
     senderEmail: 'pipelines@example.com',
     approverEmail: 'approver@example.com',
     approvalApiUrl: 'https://approvals.example.com',
+    alarmTopic: Topic.fromTopicArn(stack, 'Alarms', 'arn:aws:sns:us-east-1:123456789012:alarms'),
   };
   return { stack, resources, steps: { pipeline: 'minimal', resources } };
 }
