@@ -18,6 +18,8 @@
  * - Evaluate every checkpoint, at the producer's test size: executions started against distinct
  *   checkpoints under repeated events, eval jobs of a one-benchmark backfill against the
  *   checkpoint count, eval throughput, and upload-to-execution latency.
+ * - Refinery: documents/s and MB/s of each filter rule, the filter chain and MinHash signatures,
+ *   one core (goal: filters and signatures together at 1,000 documents/s).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -45,6 +47,7 @@ import { measurePool } from './molecules-pool.ts';
 import { describeOracle, measureOracle } from './molecules-oracle.ts';
 import { describeDiscovery, measureDiscovery } from './molecules-discovery.ts';
 import { describeRewards, measureRewards } from './rewards.ts';
+import { describeRefinery, measureRefinery } from './refinery.ts';
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const figures: Record<string, unknown> = {
@@ -342,6 +345,9 @@ console.log(
 const oracle = await measureOracle();
 figures.oracle = oracle;
 console.log(describeOracle(oracle));
+const refinery = await measureRefinery();
+figures.refinery = refinery;
+console.log(describeRefinery(refinery));
 const rewards = await measureRewards();
 figures.rewards = rewards;
 console.log(describeRewards(rewards));
