@@ -19,7 +19,10 @@
  *   checkpoints under repeated events, eval jobs of a one-benchmark backfill against the
  *   checkpoint count, eval throughput, and upload-to-execution latency.
  * - Refinery: documents/s and MB/s of each filter rule, the filter chain and MinHash signatures,
- *   one core (goal: filters and signatures together at 1,000 documents/s).
+ *   one core (goal: filters and signatures together at 1,000 documents/s); then the pipeline at
+ *   the smoke size, a cold run and a new threshold's rerun kept apart, the injected material's
+ *   precision and recall, the classifier's agreement and the cost ratio (about ten minutes; skip
+ *   with --skip-refinery-pipeline).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -48,6 +51,7 @@ import { describeOracle, measureOracle } from './molecules-oracle.ts';
 import { describeDiscovery, measureDiscovery } from './molecules-discovery.ts';
 import { describeRewards, measureRewards } from './rewards.ts';
 import { describeRefinery, measureRefinery } from './refinery.ts';
+import { describeRefineryPipeline, measureRefineryPipeline } from './refinery-pipeline.ts';
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const figures: Record<string, unknown> = {
@@ -355,6 +359,11 @@ await transitionOverhead();
 await cachedRerun();
 await evaluations();
 cdkSynth();
+if (!process.argv.includes('--skip-refinery-pipeline')) {
+  const pipeline = await measureRefineryPipeline('smoke');
+  figures.refineryPipeline = { ...pipeline, cold: undefined, rerun: undefined, coldFigures: pipeline.cold, rerunKept: pipeline.rerun.accounting.kept };
+  console.log(describeRefineryPipeline(pipeline));
+}
 if (!process.argv.includes('--skip-league')) await leagueRerun();
 if (!process.argv.includes('--skip-discovery')) {
   const discovery = await measureDiscovery('local');

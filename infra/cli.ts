@@ -28,6 +28,10 @@ import { openLocalData } from './local/data.ts';
 import { LocalRuntime } from './local/runtime.ts';
 import { PIPELINES, type PipelineEntry } from './registry.ts';
 import { REWARDS_PIPELINE } from '../pipelines/rewards/stack.ts';
+import { REFINERY_PIPELINE } from '../pipelines/refinery/stack.ts';
+import { writeFile } from '#shared/documents.ts';
+import { labelFileKey } from '#shared/refinery/label-step.ts';
+import { parseLabelsFile } from '#shared/refinery/labels.ts';
 import { MissingApiKeyError } from '#shared/rewards/errors.ts';
 import { MAX_SOURCE_CHARS } from '#shared/rewards/propose.ts';
 import { writeRewardSource } from '#shared/rewards/steps.ts';
@@ -46,6 +50,7 @@ import { triggersCommand } from './cli/triggers.ts';
 const USAGE = `usage:
   frontier run [pipeline] [--smoke|--full|--size NAME] [--config FILE|JSON] [--name NAME] [--target local|aws] [--verbose]
   frontier run rewards --reward-file FILE.py [--reward-file ...]   (evaluate reward functions without Claude)
+  frontier run refinery --labels-file FILE.jsonl   (quality labels {id, score, reason?} instead of Claude's)
   frontier runs [pipeline] [--target local|aws]
   frontier artifacts list [NAME]
   frontier artifacts show NAME[@VERSION]
@@ -95,6 +100,39 @@ function withRewardFiles(
   };
 }
 
+/**
+ * A labels file for the refinery: checked here (a bad line is named before anything runs), named
+ * in the config by its sha256 and uploaded to data/refinery/label-files/<sha256>.jsonl before the
+ * run starts.
+ */
+function withLabelsFile(
+  config: Record<string, unknown>,
+  entry: PipelineEntry,
+  file: string | undefined,
+): { config: Record<string, unknown>; upload?: (bucket: string) => Promise<void> } {
+  if (file === undefined) return { config };
+  if (!existsSync(file)) throw new ConfigError('--labels-file', file, 'does not exist');
+  const text = readFileSync(file, 'utf8');
+  parseLabelsFile(text, '--labels-file');
+  const sha256 = sha256Hex(text);
+  const labels = { ...((config.labels as Record<string, unknown> | undefined) ?? {}), fileSha256: sha256 };
+  return {
+    config: parseOrThrow(entry.config, { ...config, labels }, 'config') as Record<string, unknown>,
+    upload: async (bucket) => {
+      await writeFile(bucket, labelFileKey(entry.name, sha256), text, 'application/x-ndjson');
+    },
+  };
+}
+
+/** Locally, the refinery asks Claude for labels only with a key; without one it says what to do instead. */
+function requireClaudeOrLabels(config: Record<string, unknown>, env: NodeJS.ProcessEnv): void {
+  const labels = (config.labels ?? {}) as { fileSha256?: unknown };
+  if (labels.fileSha256 || env.ANTHROPIC_API_KEY) return;
+  throw new MissingApiKeyError(
+    'no Anthropic API key: set ANTHROPIC_API_KEY to let Claude label the sample, or give labels with --labels-file FILE.jsonl (one {"id", "score": 0-5, "reason"} per line)',
+  );
+}
+
 /** Locally, reward search asks Claude only with a key; without one it says what to do instead. */
 function requireClaudeOrFiles(config: Record<string, unknown>, env: NodeJS.ProcessEnv): void {
   if (config.rewardFiles || env.ANTHROPIC_API_KEY) return;
@@ -128,6 +166,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
         margin: { type: 'string' },
         benchmarks: { type: 'string' },
         'reward-file': { type: 'string', multiple: true },
+        'labels-file': { type: 'string' },
         'dry-run': { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
@@ -157,8 +196,15 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
         const rewardFiles = values['reward-file'];
         if (rewardFiles?.length && entry.name !== REWARDS_PIPELINE)
           throw new ConfigError('--reward-file', rewardFiles[0], `is for the ${REWARDS_PIPELINE} pipeline`);
-        const { config, upload } = withRewardFiles(resolveConfig(entry, { full: values.full, size: values.size, config: values.config }), entry, rewardFiles);
+        const labelsFile = values['labels-file'];
+        if (labelsFile !== undefined && entry.name !== REFINERY_PIPELINE)
+          throw new ConfigError('--labels-file', labelsFile, `is for the ${REFINERY_PIPELINE} pipeline`);
+        const withRewards = withRewardFiles(resolveConfig(entry, { full: values.full, size: values.size, config: values.config }), entry, rewardFiles);
+        const withLabels = withLabelsFile(withRewards.config, entry, labelsFile);
+        const config = withLabels.config;
+        const upload = withRewards.upload ?? withLabels.upload;
         if (entry.name === REWARDS_PIPELINE && values.target !== 'aws') requireClaudeOrFiles(config, process.env);
+        if (entry.name === REFINERY_PIPELINE && values.target !== 'aws') requireClaudeOrLabels(config, process.env);
         if (values.target === 'aws') {
           const result = await runAws(entry, config, { name: values.name, beforeStart: upload, verbose: values.verbose }, io);
           return result.status === 'SUCCEEDED' ? 0 : 1;

@@ -19,6 +19,8 @@ import { MOLECULES_PIPELINE, MolecularDiscoveryStack } from '../pipelines/molecu
 import { MOLECULES_SIZES, MoleculesConfig } from '../pipelines/molecules/config.ts';
 import { REWARDS_PIPELINE, RewardSearchStack } from '../pipelines/rewards/stack.ts';
 import { REWARDS_SIZES, RewardsConfig } from '../pipelines/rewards/config.ts';
+import { REFINERY_PIPELINE, RefineryStack } from '../pipelines/refinery/stack.ts';
+import { REFINERY_SIZES, RefineryConfig } from '../pipelines/refinery/config.ts';
 
 export interface PipelineEntry {
   /** Name used by the CLI and in S3 prefixes. */
@@ -97,6 +99,18 @@ export const PIPELINES: readonly PipelineEntry[] = [
     afterRun: 'report: npx frontier artifacts show reward-search (report.html, reward.py)',
     sandboxed: true,
     create: (scope, id, props) => new RewardSearchStack(scope, id, props),
+  },
+  {
+    name: REFINERY_PIPELINE,
+    stackId: 'CorpusRefinery',
+    description: 'Pretraining-corpus refinery: filters, dedup and decontamination on a fan-out; Claude labels distilled into a cheap ONNX classifier',
+    config: RefineryConfig,
+    smoke: REFINERY_SIZES.smoke,
+    full: REFINERY_SIZES.full,
+    sizes: REFINERY_SIZES,
+    afterRun:
+      'report: npx frontier artifacts show refined-corpus (report.html, manifest.json); a new threshold reruns only curate: --config \'{"threshold":2}\'',
+    create: (scope, id, props) => new RefineryStack(scope, id, props),
   },
   {
     // The platform's probe: a fixture using every step kind. Deploying it verifies an account's

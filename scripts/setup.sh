@@ -12,8 +12,11 @@ $SUDO apt-get update -qq
 # build the small ONNX models they need. chromium: the browser tests (driven by
 # playwright-core, no browser download). xtb: the molecular oracle (GFN2-xTB).
 # bubblewrap: the local sandbox for untrusted candidate code (reward search).
+# python3-doc, manpages, manpages-dev, fortunes, debian-reference-en (and man-db's groff to
+# render the man pages): the refinery's default local corpus, real text nobody here wrote.
 $SUDO apt-get install -y -qq --no-install-recommends \
-  python3 python3-boto3 python3-numpy python3-torch python3-onnx chromium xtb bubblewrap > /dev/null
+  python3 python3-boto3 python3-numpy python3-torch python3-onnx chromium xtb bubblewrap \
+  python3-doc manpages manpages-dev fortunes debian-reference-en groff-base > /dev/null
 
 # allowScripts in package.json keeps onnxruntime-node's postinstall from downloading;
 # patch-package applies patches/ to the local Step Functions engine.

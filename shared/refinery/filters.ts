@@ -28,18 +28,15 @@ import { duplicateNgramCharFraction, topNgramCharFraction, toWordSequence } from
 import {
   bareWord,
   charLength,
-  countedWords,
   countOccurrences,
   countSentences,
   endsWithEllipsis,
   endsWithTerminalPunctuation,
   hasLetter,
   isCountedWord,
-  nonBlankLines,
-  splitLines,
-  splitParagraphs,
   splitWords,
   stripPunctuation,
+  TextView,
 } from './text.ts';
 
 export const FILTER_NAMES = ['language', 'gopher-repetition', 'gopher-quality', 'c4-quality', 'fineweb-quality'] as const;
@@ -82,8 +79,19 @@ export interface DocumentFilter<Params, Name extends FilterName = FilterName> {
 
 /** The largest document applyFilters takes by default: 2,000,000 characters, about 330,000 words, over three times Gopher's 100,000-word ceiling. */
 export const DEFAULT_MAX_DOCUMENT_CHARS = 2_000_000;
+/** The largest maxDocumentChars a config may set. */
+export const MAX_DOCUMENT_CHARS = 4_000_000;
 
 const ratio = z.number().min(0).max(1);
+
+/** Each rule's body by name, filled in by defineFilter, for applyFilters' shared view. */
+const RULES = {} as {
+  language(view: TextView, params: LanguageParams): FilterResult;
+  'gopher-repetition'(view: TextView, params: GopherRepetitionParams): FilterResult;
+  'gopher-quality'(view: TextView, params: GopherQualityParams): FilterResult;
+  'c4-quality'(view: TextView, params: C4QualityParams): FilterResult;
+  'fineweb-quality'(view: TextView, params: FinewebQualityParams): FilterResult;
+};
 
 // ---------------------------------------------------------------------------------------------
 // Language identification (FineWeb: keep English scored at 0.65 or more).
@@ -105,6 +113,7 @@ export const LanguageParams = z
     languages: z
       .array(z.string().regex(/^[a-z]{2}$/, 'must be an ISO 639-1 code such as "en"'))
       .min(1)
+      .max(10)
       .default(['en']),
     /** The top language's confidence must be at least this (FineWeb: 0.65). */
     minConfidence: ratio.default(0.65),
@@ -112,7 +121,7 @@ export const LanguageParams = z
   .strict();
 export type LanguageParams = z.output<typeof LanguageParams>;
 
-export const languageFilter: DocumentFilter<LanguageParams, 'language'> = defineFilter('language', 1, LanguageParams, (text, params, drop) => {
+export const languageFilter: DocumentFilter<LanguageParams, 'language'> = defineFilter('language', 1, LanguageParams, ({ text }, params, drop) => {
   // Lines are joined so that the detector reads the document as prose.
   const [top] = detectAll(text.replace(/\s*\n\s*/g, ' '));
   if (!top) return drop('language', 'no language detected');
@@ -149,7 +158,7 @@ export const GopherQualityParams = z
     minAlphaWordRatio: ratio.default(0.8),
     /** Distinct stop words present at least (not occurrences: "the the the" is one). */
     minStopWords: z.int().min(0).default(2),
-    stopWords: z.array(z.string().min(1)).default(['the', 'be', 'to', 'of', 'and', 'that', 'have', 'with']),
+    stopWords: z.array(z.string().min(1).max(20)).max(20).default(['the', 'be', 'to', 'of', 'and', 'that', 'have', 'with']),
   })
   .strict()
   .refine((p) => p.minWords <= p.maxWords, { message: 'minWords must not exceed maxWords', path: ['minWords'] })
@@ -163,8 +172,9 @@ export const gopherQualityFilter: DocumentFilter<GopherQualityParams, 'gopher-qu
   'gopher-quality',
   1,
   GopherQualityParams,
-  (text, params, drop) => {
-    const allWords = splitWords(text);
+  (view, params, drop) => {
+    const { text } = view;
+    const allWords = view.words;
     const words = allWords.filter(isCountedWord);
     if (words.length < params.minWords) return drop('too_few_words', `${words.length} words < ${params.minWords}`);
     if (words.length > params.maxWords) return drop('too_many_words', `${words.length} words > ${params.maxWords}`);
@@ -182,7 +192,7 @@ export const gopherQualityFilter: DocumentFilter<GopherQualityParams, 'gopher-qu
     if (ellipsisRatio > params.maxEllipsisWordRatio)
       return drop('ellipsis_ratio', `ellipses per word ${ellipsisRatio.toFixed(3)} > ${params.maxEllipsisWordRatio}`);
 
-    const lines = nonBlankLines(text);
+    const lines = view.nonBlankLines;
     const bulletRatio = share(lines, (line) => line.startsWith('•') || line.startsWith('-'));
     if (bulletRatio > params.maxBulletLineRatio) return drop('bullet_lines', `bullet lines ${bulletRatio.toFixed(3)} > ${params.maxBulletLineRatio}`);
     const ellipsisLineRatio = share(lines, endsWithEllipsis);
@@ -221,20 +231,26 @@ export const GopherRepetitionParams = z
      * Characters of the most frequent word n-gram times its count, over all words' characters, at
      * most. Words here are counted words without their leading and trailing punctuation.
      */
-    topNgrams: z.array(NgramLimit).default([
-      { n: 2, maxCharRatio: 0.2 },
-      { n: 3, maxCharRatio: 0.18 },
-      { n: 4, maxCharRatio: 0.16 },
-    ]),
+    topNgrams: z
+      .array(NgramLimit)
+      .max(10)
+      .default([
+        { n: 2, maxCharRatio: 0.2 },
+        { n: 3, maxCharRatio: 0.18 },
+        { n: 4, maxCharRatio: 0.16 },
+      ]),
     /** Characters of words inside an n-gram seen earlier in the document, over all words' characters, at most. */
-    duplicateNgrams: z.array(NgramLimit).default([
-      { n: 5, maxCharRatio: 0.15 },
-      { n: 6, maxCharRatio: 0.14 },
-      { n: 7, maxCharRatio: 0.13 },
-      { n: 8, maxCharRatio: 0.12 },
-      { n: 9, maxCharRatio: 0.11 },
-      { n: 10, maxCharRatio: 0.1 },
-    ]),
+    duplicateNgrams: z
+      .array(NgramLimit)
+      .max(10)
+      .default([
+        { n: 5, maxCharRatio: 0.15 },
+        { n: 6, maxCharRatio: 0.14 },
+        { n: 7, maxCharRatio: 0.13 },
+        { n: 8, maxCharRatio: 0.12 },
+        { n: 9, maxCharRatio: 0.11 },
+        { n: 10, maxCharRatio: 0.1 },
+      ]),
   })
   .strict();
 export type GopherRepetitionParams = z.output<typeof GopherRepetitionParams>;
@@ -243,8 +259,8 @@ export const gopherRepetitionFilter: DocumentFilter<GopherRepetitionParams, 'gop
   'gopher-repetition',
   1,
   GopherRepetitionParams,
-  (text, params, drop) => {
-    const paragraphs = duplicates(splitParagraphs(text));
+  (view, params, drop) => {
+    const paragraphs = duplicates(view.paragraphs);
     if (paragraphs.countRatio > params.maxDuplicateParagraphRatio)
       return drop('duplicate_paragraphs', `repeated paragraphs ${paragraphs.countRatio.toFixed(3)} > ${params.maxDuplicateParagraphRatio}`);
     if (paragraphs.charRatio > params.maxDuplicateParagraphCharRatio)
@@ -252,14 +268,14 @@ export const gopherRepetitionFilter: DocumentFilter<GopherRepetitionParams, 'gop
         'duplicate_paragraph_chars',
         `characters in repeated paragraphs ${paragraphs.charRatio.toFixed(3)} > ${params.maxDuplicateParagraphCharRatio}`,
       );
-    const lines = duplicates(nonBlankLines(text));
+    const lines = duplicates(view.nonBlankLines);
     if (lines.countRatio > params.maxDuplicateLineRatio)
       return drop('duplicate_lines', `repeated lines ${lines.countRatio.toFixed(3)} > ${params.maxDuplicateLineRatio}`);
     if (lines.charRatio > params.maxDuplicateLineCharRatio)
       return drop('duplicate_line_chars', `characters in repeated lines ${lines.charRatio.toFixed(3)} > ${params.maxDuplicateLineCharRatio}`);
 
     // N-grams are over words as a tokenizer would see them: "insurance?" and "insurance" match.
-    const words = toWordSequence(countedWords(text).map(stripPunctuation));
+    const words = toWordSequence(view.words.filter(isCountedWord).map(stripPunctuation));
     for (const { n, maxCharRatio } of params.topNgrams) {
       const fraction = topNgramCharFraction(words, n);
       if (fraction > maxCharRatio) return drop(`top_${n}gram`, `top ${n}-gram characters ${fraction.toFixed(3)} > ${maxCharRatio}`);
@@ -292,7 +308,10 @@ export const C4QualityParams = z
     /** Remove lines that mention javascript (in any case): "please enable JavaScript". */
     removeJavascriptLines: z.boolean().default(true),
     /** Remove lines containing any of these phrases (compared lower-cased). */
-    policyPhrases: z.array(z.string().min(1)).default(['terms of use', 'privacy policy', 'cookie policy', 'uses cookies', 'use of cookies', 'use cookies']),
+    policyPhrases: z
+      .array(z.string().min(1).max(40))
+      .max(10)
+      .default(['terms of use', 'privacy policy', 'cookie policy', 'uses cookies', 'use of cookies', 'use cookies']),
     /** Remove the document when it contains "lorem ipsum" (in any case). */
     removeLoremIpsum: z.boolean().default(true),
     /** Remove the document when it contains '{': code and templates, not prose. */
@@ -310,7 +329,8 @@ export type C4QualityParams = z.output<typeof C4QualityParams>;
  * The document-level checks ("lorem ipsum", '{') read the text as received, before any line is
  * removed: a placeholder page stays a placeholder page whichever of its lines survive.
  */
-export const c4QualityFilter: DocumentFilter<C4QualityParams, 'c4-quality'> = defineFilter('c4-quality', 1, C4QualityParams, (text, params, drop) => {
+export const c4QualityFilter: DocumentFilter<C4QualityParams, 'c4-quality'> = defineFilter('c4-quality', 1, C4QualityParams, (view, params, drop) => {
+  const { text } = view;
   if (params.removeLoremIpsum && text.toLowerCase().includes('lorem ipsum')) return drop('lorem_ipsum', 'contains "lorem ipsum"');
   if (params.removeCurlyBracket && text.includes('{')) return drop('curly_bracket', "contains '{'");
 
@@ -318,7 +338,7 @@ export const c4QualityFilter: DocumentFilter<C4QualityParams, 'c4-quality'> = de
   const kept: string[] = [];
   const linesRemoved: LineRemovals = {};
   let paragraphBreak = false;
-  for (const line of splitLines(text)) {
+  for (const line of view.lines) {
     if (line === '') {
       paragraphBreak = kept.length > 0;
       continue;
@@ -376,8 +396,9 @@ export const finewebQualityFilter: DocumentFilter<FinewebQualityParams, 'fineweb
   'fineweb-quality',
   1,
   FinewebQualityParams,
-  (text, params, drop) => {
-    const lines = nonBlankLines(text);
+  (view, params, drop) => {
+    const { text } = view;
+    const lines = view.nonBlankLines;
     const punctuated = share(lines, endsWithTerminalPunctuation);
     if (punctuated < params.minLinePunctuationRatio)
       return drop('line_punctuation', `lines ending in punctuation ${punctuated.toFixed(3)} < ${params.minLinePunctuationRatio}`);
@@ -387,7 +408,7 @@ export const finewebQualityFilter: DocumentFilter<FinewebQualityParams, 'fineweb
     const repeated = duplicates(lines).charRatio;
     if (repeated > params.maxDuplicateLineCharRatio)
       return drop('duplicate_line_chars', `characters in repeated lines ${repeated.toFixed(3)} > ${params.maxDuplicateLineCharRatio}`);
-    const words = splitWords(text).length;
+    const words = view.words.length;
     const newlineRatio = words === 0 ? 0 : countOccurrences(text, '\n') / words;
     if (newlineRatio > params.maxNewlineWordRatio) return drop('newline_ratio', `newlines per word ${newlineRatio.toFixed(3)} > ${params.maxNewlineWordRatio}`);
     return KEPT;
@@ -410,9 +431,16 @@ export const FILTERS = {
 export const FilterConfig = z
   .object({
     /** The rules to run; they run in FILTER_ORDER whatever the order here. */
-    enabled: z.array(z.enum(FILTER_NAMES)).default([...FILTER_NAMES]),
-    /** A longer document is a ConfigError, not a removal: it is bigger than any page the rules were tuned on. */
-    maxDocumentChars: z.int().min(1).max(100_000_000).default(DEFAULT_MAX_DOCUMENT_CHARS),
+    enabled: z
+      .array(z.enum(FILTER_NAMES))
+      .max(FILTER_NAMES.length)
+      .default([...FILTER_NAMES]),
+    /**
+     * A longer document is a ConfigError, not a removal: it is bigger than any page the rules were
+     * tuned on. At most MAX_DOCUMENT_CHARS, what one shard Lambda holds many of (the pipeline cuts
+     * documents to 1 MB at ingest, so its runs never reach the error).
+     */
+    maxDocumentChars: z.int().min(1).max(MAX_DOCUMENT_CHARS).default(DEFAULT_MAX_DOCUMENT_CHARS),
     language: LanguageParams.prefault({}),
     gopherRepetition: GopherRepetitionParams.prefault({}),
     gopherQuality: GopherQualityParams.prefault({}),
@@ -438,42 +466,65 @@ export type RefineryResult =
   | Removed;
 
 /**
+ * Configs already validated, by the object received: a caller that passes the same config object
+ * for every document (the shard step does) pays for validation once, not per document. Objects
+ * only, so a config must not be changed after its first use: make a new object instead.
+ */
+const parsedConfigs = new WeakMap<object, FilterConfig>();
+
+function parseConfig(config: FilterConfigInput | FilterConfig): FilterConfig {
+  const known = typeof config === 'object' && config !== null ? parsedConfigs.get(config) : undefined;
+  if (known) return known;
+  const parsed = parseOrThrow(FilterConfig, config, 'config');
+  if (typeof config === 'object' && config !== null) {
+    parsedConfigs.set(config, parsed);
+    parsedConfigs.set(parsed, parsed);
+  }
+  return parsed;
+}
+
+/**
  * Run the enabled rules on `document` in FILTER_ORDER. `config` is parsed with FilterConfig (a
- * bad field is a ConfigError naming it); `field` names the document in errors
- * (`records[3].text`).
+ * bad field is a ConfigError naming it) on its first use, then remembered for that object (see
+ * parsedConfigs); `field` names the document in errors (`records[3].text`).
  */
 export function applyFilters(document: unknown, config: FilterConfigInput | FilterConfig = {}, field = 'document'): RefineryResult {
-  const parsed = parseOrThrow(FilterConfig, config, 'config');
+  const parsed = parseConfig(config);
   let text = checkDocument(document, field, parsed.maxDocumentChars);
   if (text.trim() === '') return { keep: false, rule: 'input', version: 1, reason: 'empty', detail: 'the document is empty or all whitespace' };
-  const enabled = new Set(parsed.enabled);
+  // One view of the text, its words and lines cut once for all the rules, until a rule changes it.
+  let view = new TextView(text);
   const linesRemoved: LineRemovals = {};
   const rules: { name: FilterName; version: number }[] = [];
   for (const name of FILTER_ORDER) {
-    if (!enabled.has(name)) continue;
-    const result = runFilter(name, text, parsed);
+    if (!parsed.enabled.includes(name)) continue;
+    const result = runFilter(name, view, parsed);
     if (!result.keep) return result;
     rules.push({ name, version: FILTERS[name].version });
-    if (result.text !== undefined) text = result.text;
-    for (const [reason, count] of Object.entries(result.linesRemoved ?? {}) as [LineRemovalReason, number][])
-      linesRemoved[reason] = (linesRemoved[reason] ?? 0) + count;
+    if (result.text !== undefined && result.text !== text) {
+      text = result.text;
+      view = new TextView(text);
+    }
+    if (result.linesRemoved)
+      for (const [reason, count] of Object.entries(result.linesRemoved) as [LineRemovalReason, number][])
+        linesRemoved[reason] = (linesRemoved[reason] ?? 0) + count;
   }
   // Changed by a rule, or by '\r\n' line ends becoming '\n'.
   return { keep: true, text, changed: text !== document, linesRemoved, rules };
 }
 
-function runFilter(name: FilterName, text: string, config: FilterConfig): FilterResult {
+function runFilter(name: FilterName, view: TextView, config: FilterConfig): FilterResult {
   switch (name) {
     case 'language':
-      return languageFilter.apply(text, config.language);
+      return RULES.language(view, config.language);
     case 'gopher-repetition':
-      return gopherRepetitionFilter.apply(text, config.gopherRepetition);
+      return RULES['gopher-repetition'](view, config.gopherRepetition);
     case 'gopher-quality':
-      return gopherQualityFilter.apply(text, config.gopherQuality);
+      return RULES['gopher-quality'](view, config.gopherQuality);
     case 'c4-quality':
-      return c4QualityFilter.apply(text, config.c4Quality);
+      return RULES['c4-quality'](view, config.c4Quality);
     case 'fineweb-quality':
-      return finewebQualityFilter.apply(text, config.finewebQuality);
+      return RULES['fineweb-quality'](view, config.finewebQuality);
   }
 }
 
@@ -493,11 +544,13 @@ function defineFilter<Name extends FilterName, Params>(
   name: Name,
   version: number,
   schema: z.ZodType<Params>,
-  rule: (text: string, params: Params, drop: Drop) => FilterResult,
+  rule: (view: TextView, params: Params, drop: Drop) => FilterResult,
 ): DocumentFilter<Params, Name> {
   const defaults = schema.parse({});
   const drop: Drop = (reason, detail) =>
     detail === undefined ? { keep: false, rule: name, version, reason } : { keep: false, rule: name, version, reason, detail };
+  // applyFilters has checked the document already and calls the body on its shared view.
+  (RULES as Record<string, unknown>)[name] = (view: TextView, params: Params) => rule(view, params, drop);
   return {
     name,
     version,
@@ -506,7 +559,7 @@ function defineFilter<Name extends FilterName, Params>(
     apply(text: string, params: Params = defaults): FilterResult {
       const checked = checkDocument(text, 'document', Number.POSITIVE_INFINITY);
       if (checked.trim() === '') return drop('empty', 'the document is empty or all whitespace');
-      return rule(checked, params, drop);
+      return rule(new TextView(checked), params, drop);
     },
   };
 }

@@ -22,21 +22,108 @@
  */
 import { ConfigError } from '../errors.ts';
 
-const PUNCTUATION_OR_SYMBOL = /[\p{P}\p{S}]/gu;
-const BETWEEN_DIGITS = /(?<=\p{Nd})[\p{P}\p{S}]+(?=\p{Nd})/gu;
-const DECIMAL_DIGIT = /\p{Nd}/gu;
-const SPACE_RUN = /[\s\p{Cc}]+/gu;
+const PUNCTUATION_OR_SYMBOL = /[\p{P}\p{S}]/u;
+const DECIMAL_DIGIT = /\p{Nd}/u;
+const SPACE_OR_CONTROL = /[\s\p{Cc}]/u;
+/** Any character outside ASCII: NFKC leaves an all-ASCII text as it is, so it is skipped for those. */
+const NON_ASCII = /[\u0080-\uffff]/;
 
-/** The normalised form of `text` (see the module comment); '' for a text with no words. */
+/** What step 3-5 do with a code point. */
+const OTHER = 0;
+const DIGIT = 1;
+const PUNCTUATION = 2;
+const SPACE = 3;
+type CharClass = typeof OTHER | typeof DIGIT | typeof PUNCTUATION | typeof SPACE;
+
+/** The class of a code point, by the same Unicode properties as the module comment's steps. */
+function classify(codePoint: number): CharClass {
+  const char = String.fromCodePoint(codePoint);
+  if (DECIMAL_DIGIT.test(char)) return DIGIT;
+  if (PUNCTUATION_OR_SYMBOL.test(char)) return PUNCTUATION;
+  if (SPACE_OR_CONTROL.test(char)) return SPACE;
+  return OTHER;
+}
+
+const ASCII_CLASS = Uint8Array.from({ length: 128 }, (_, code) => classify(code));
+/** Classes of the non-ASCII code points met so far (a text uses few distinct ones). */
+const classCache = new Map<number, CharClass>();
+
+function classOf(codePoint: number): CharClass {
+  if (codePoint < 128) return ASCII_CLASS[codePoint] as CharClass;
+  let found = classCache.get(codePoint);
+  if (found === undefined) {
+    found = classify(codePoint);
+    classCache.set(codePoint, found);
+  }
+  return found;
+}
+
+const SPACE_CODE = 0x20;
+const ZERO_CODE = 0x30;
+/** Code units handed to String.fromCharCode at once (well under engines' argument limits). */
+const CHUNK = 8192;
+/** Decodes the output buffer in one native call; used only when no lone surrogate would be replaced by U+FFFD. */
+const UTF16 = new TextDecoder('utf-16le');
+
+/**
+ * The normalised form of `text` (see the module comment); '' for a text with no words.
+ *
+ * Steps 3-5 are one pass over the code points: a run of punctuation or symbols is dropped when a
+ * digit is on both sides, otherwise it becomes (part of) a space; a digit becomes '0'; a run of
+ * spaces, controls and replaced punctuation is one space, none at either end. The result is the
+ * same as the steps' regular expressions applied one after the other (a test keeps the two
+ * equal), at a fraction of the cost: this runs on every document that deduplication sees.
+ */
 export function normalizeText(text: string): string {
-  return text
-    .normalize('NFKC')
-    .toLowerCase()
-    .replace(BETWEEN_DIGITS, '')
-    .replace(PUNCTUATION_OR_SYMBOL, ' ')
-    .replace(DECIMAL_DIGIT, '0')
-    .replace(SPACE_RUN, ' ')
-    .trim();
+  const lowered = (NON_ASCII.test(text) ? text.normalize('NFKC') : text).toLowerCase();
+  const length = lowered.length;
+  // Every step keeps or shortens the text, so the output fits in the input's length.
+  const out = new Uint16Array(length);
+  let written = 0;
+  let pendingSpace = false;
+  let previousWasDigit = false;
+  let loneSurrogate = false;
+  let i = 0;
+  while (i < length) {
+    const unit = lowered.charCodeAt(i);
+    const codePoint = unit >= 0xd800 && unit <= 0xdbff && i + 1 < length ? (lowered.codePointAt(i) as number) : unit;
+    const width = codePoint > 0xffff ? 2 : 1;
+    const kind = classOf(codePoint);
+    if (kind === PUNCTUATION) {
+      // The whole run of punctuation and symbols, then what follows it.
+      let end = i + width;
+      let next: CharClass = OTHER;
+      while (end < length) {
+        const nextPoint = lowered.codePointAt(end) as number;
+        next = classOf(nextPoint);
+        if (next !== PUNCTUATION) break;
+        end += nextPoint > 0xffff ? 2 : 1;
+      }
+      if (!(previousWasDigit && end < length && next === DIGIT)) pendingSpace = true;
+      previousWasDigit = false;
+      i = end;
+      continue;
+    }
+    if (kind === SPACE) {
+      pendingSpace = true;
+    } else {
+      if (pendingSpace && written > 0) out[written++] = SPACE_CODE;
+      pendingSpace = false;
+      if (kind === DIGIT) {
+        out[written++] = ZERO_CODE;
+      } else {
+        out[written++] = unit;
+        if (width === 2) out[written++] = lowered.charCodeAt(i + 1);
+        else if (unit >= 0xd800 && unit <= 0xdfff) loneSurrogate = true;
+      }
+    }
+    previousWasDigit = kind === DIGIT;
+    i += width;
+  }
+  if (!loneSurrogate) return UTF16.decode(out.subarray(0, written));
+  let result = '';
+  for (let at = 0; at < written; at += CHUNK) result += String.fromCharCode.apply(null, out.subarray(at, Math.min(written, at + CHUNK)) as unknown as number[]);
+  return result;
 }
 
 /** The words of an already normalised text ([] for ''). */

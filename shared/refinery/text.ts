@@ -120,3 +120,41 @@ export function countSentences(text: string): number {
   for (const piece of text.split(SENTENCE_BREAK)) if (LETTER_OR_DIGIT.test(piece)) sentences++;
   return sentences;
 }
+
+/**
+ * One text's words and lines, each cut once on first use and shared by every rule that reads the
+ * same text (the filter chain passes one view along until a rule changes the text). The arrays
+ * are the functions' above; callers must not change them.
+ */
+export class TextView {
+  #words?: string[];
+  #lines?: string[];
+  #nonBlankLines?: string[];
+  #paragraphs?: string[];
+
+  constructor(readonly text: string) {}
+
+  /** splitWords(text). */
+  get words(): string[] {
+    this.#words ??= splitWords(this.text);
+    return this.#words;
+  }
+
+  /** splitLines(text). */
+  get lines(): string[] {
+    this.#lines ??= splitLines(this.text);
+    return this.#lines;
+  }
+
+  /** nonBlankLines(text). */
+  get nonBlankLines(): string[] {
+    this.#nonBlankLines ??= this.lines.filter((line) => line !== '');
+    return this.#nonBlankLines;
+  }
+
+  /** splitParagraphs(text). */
+  get paragraphs(): string[] {
+    this.#paragraphs ??= splitParagraphs(this.text);
+    return this.#paragraphs;
+  }
+}

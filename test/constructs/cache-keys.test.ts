@@ -23,6 +23,7 @@ const CACHED: Record<string, string[]> = {
   'lm-sft': ['train'],
   molecules: ['publish', 'report'],
   rewards: ['grade', 'publish', 'report', 'train'],
+  refinery: ['curate', 'dedup', 'filter-shard', 'ingest', 'label', 'publish', 'report', 'score-shard', 'train'],
   probe: ['prepare', 'publish', 'square-item', 'sum'],
 };
 

@@ -29,7 +29,7 @@ describe('cli: errors', () => {
   it('an unknown pipeline names it and lists the known ones', async () => {
     const c = capture();
     assert.equal(await main(['run', 'nope'], c.io), 1);
-    assert.match(c.text(), /unknown pipeline "nope"; known pipelines: selfplay, evals, lm-sft, molecules, rewards, probe/);
+    assert.match(c.text(), /unknown pipeline "nope"; known pipelines: selfplay, evals, lm-sft, molecules, rewards, refinery, probe/);
   });
 
   it('reward search without an Anthropic key says so and offers reward files; reward files are checked', async () => {
@@ -56,6 +56,30 @@ describe('cli: errors', () => {
       assert.match(wrong.text(), /--reward-file: is for the rewards pipeline/);
       rmSync(dir, { recursive: true, force: true });
     } finally {
+      if (key !== undefined) process.env.ANTHROPIC_API_KEY = key;
+    }
+  });
+
+  it('the refinery without an Anthropic key says so and offers a labels file; labels files are checked', async () => {
+    const key = process.env.ANTHROPIC_API_KEY;
+    delete process.env.ANTHROPIC_API_KEY;
+    const dir = mkdtempSync(join(tmpdir(), 'fp-labels-file-'));
+    try {
+      const c = capture();
+      assert.equal(await main(['run', 'refinery', '--size', 'test'], c.io), 1);
+      assert.match(c.text(), /no Anthropic API key: set ANTHROPIC_API_KEY .*or give labels with --labels-file FILE\.jsonl/);
+      const missing = capture();
+      assert.equal(await main(['run', 'refinery', '--labels-file', '/nonexistent/labels.jsonl'], missing.io), 1);
+      assert.match(missing.text(), /--labels-file: does not exist \(got "\/nonexistent\/labels\.jsonl"\)/);
+      writeFileSync(join(dir, 'bad.jsonl'), '{"id":"a","score":3}\n{"id":"b","score":9}\n');
+      const bad = capture();
+      assert.equal(await main(['run', 'refinery', '--labels-file', join(dir, 'bad.jsonl')], bad.io), 1);
+      assert.match(bad.text(), /--labels-file line 2\.score: .*\(got 9\)/);
+      const wrong = capture();
+      assert.equal(await main(['run', 'probe', '--labels-file', join(dir, 'bad.jsonl')], wrong.io), 1);
+      assert.match(wrong.text(), /--labels-file: is for the refinery pipeline/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
       if (key !== undefined) process.env.ANTHROPIC_API_KEY = key;
     }
   });

@@ -148,6 +148,31 @@ describe('normalizeText', () => {
     assert.equal(normalizeText('...!'), '');
   });
 
+  it('gives what the steps as regular expressions give, one after the other', () => {
+    // The module comment's steps, written the plain way: the one-pass version must agree.
+    const byRegularExpressions = (text: string) =>
+      text
+        .normalize('NFKC')
+        .toLowerCase()
+        .replace(/(?<=\p{Nd})[\p{P}\p{S}]+(?=\p{Nd})/gu, '')
+        .replace(/[\p{P}\p{S}]/gu, ' ')
+        .replace(/\p{Nd}/gu, '0')
+        .replace(/[\s\p{Cc}]+/gu, ' ')
+        .trim();
+    // Letters, digits of three scripts (one outside the BMP), punctuation and symbols (one an
+    // emoji), whitespace and controls of several kinds, compatibility forms, lone surrogates.
+    const alphabet = ['a', 'B', '1', '٣', '𝟙', '.', ',', '-', '$', '|', '…', '—', '😀', ' ', '\t', '\n', '\u0000', '\u0085', '\u00a0', '\ufeff'];
+    alphabet.push('İ', 'ﬁ', '①', '＄', '１', 'é', 'e\u0301', '𐐀', '\ud800', '\udc00');
+    const random = seededRandom(7);
+    for (let trial = 0; trial < 20_000; trial++) {
+      let text = '';
+      for (let i = randomInt(random, 13); i > 0; i--) text += alphabet[randomInt(random, alphabet.length)];
+      assert.equal(normalizeText(text), byRegularExpressions(text), JSON.stringify(text));
+    }
+    const page = `${'Price: $1,234.56 (était 1.299,00 €) — see §4.2…\r\n'.repeat(50)}ＡＢＣ １２３ 😀😀 done.`;
+    assert.equal(normalizeText(page), byRegularExpressions(page));
+  });
+
   it('wordNgrams rejects a bad n by name', () => {
     assert.throws(
       () => wordNgrams(['a'], 0),

@@ -11,6 +11,7 @@ import {
   c4QualityFilter,
   FILTER_ORDER,
   FilterConfig,
+  type FilterConfigInput,
   finewebQualityFilter,
   gopherQualityFilter,
   gopherRepetitionFilter,
@@ -560,5 +561,80 @@ describe('applyFilters', () => {
     console.log(
       `refinery filters: 100,000-word document (${big.length} characters) in ${bigMs.toFixed(0)} ms; ${splitWords(CLEAN_ENGLISH).length}-word page: ${perSecond.toFixed(0)} documents/s`,
     );
+  });
+});
+
+describe('applyFilters fast paths', () => {
+  // Documents that stop at each rule, and clean ones, with and without '\r\n' line ends.
+  const documents = [
+    CLEAN_ENGLISH,
+    CLEAN_ENGLISH.replace(/\n/g, '\r\n'),
+    `${CLEAN_ENGLISH}\n\nPlease enable JavaScript to view this page.\nHome | About\nRead our privacy policy.`,
+    `${CLEAN_ENGLISH}\n\nLorem ipsum dolor sit amet.`,
+    FRENCH,
+    GERMAN,
+    `${'buy cheap insurance now '.repeat(80)}`,
+    CLEAN_ENGLISH.split('\n\n')
+      .map((p) => `${p}\nShare this\nShare this`)
+      .join('\n\n'),
+    CLEAN_ENGLISH.split('. ').join('.\n'),
+    '   \n  ',
+  ];
+  const configs: FilterConfigInput[] = [
+    {},
+    { c4Quality: { removeLinesWithoutTerminalPunctuation: true } },
+    { enabled: ['fineweb-quality', 'c4-quality', 'gopher-quality'] },
+    { language: { minConfidence: 0.99 }, gopherQuality: { minWords: 400 } },
+  ];
+
+  it('a config object reused for every document gives what a fresh copy of it gives each time', () => {
+    for (const input of configs) {
+      const reused = FilterConfig.parse(input);
+      for (const text of documents) {
+        assert.deepEqual(applyFilters(text, reused), applyFilters(text, structuredClone(input)));
+        assert.deepEqual(applyFilters(text, input), applyFilters(text, structuredClone(input)));
+      }
+    }
+  });
+
+  it('a bad config is still a ConfigError after a good one was used', () => {
+    applyFilters(CLEAN_ENGLISH, {});
+    assert.throws(
+      () => applyFilters(CLEAN_ENGLISH, { gopherQuality: { minWords: -1 } }),
+      (error: unknown) => error instanceof ConfigError,
+    );
+  });
+
+  it('the chain, sharing one view of the text, gives what each rule alone gives in order', () => {
+    const config = FilterConfig.parse({});
+    const alone = {
+      language: languageFilter,
+      'gopher-repetition': gopherRepetitionFilter,
+      'gopher-quality': gopherQualityFilter,
+      'c4-quality': c4QualityFilter,
+      'fineweb-quality': finewebQualityFilter,
+    };
+    const params = {
+      language: config.language,
+      'gopher-repetition': config.gopherRepetition,
+      'gopher-quality': config.gopherQuality,
+      'c4-quality': config.c4Quality,
+      'fineweb-quality': config.finewebQuality,
+    };
+    for (const document of documents.filter((d) => d.trim() !== '')) {
+      let text = document.replace(/\r\n/g, '\n');
+      let expected: unknown;
+      for (const name of FILTER_ORDER) {
+        const result = (alone[name] as { apply(text: string, params: unknown): { keep: boolean; text?: string } }).apply(text, params[name]);
+        if (!result.keep) {
+          expected = result;
+          break;
+        }
+        if (result.text !== undefined) text = result.text;
+      }
+      const chained = applyFilters(document, config);
+      if (expected) assert.deepEqual(chained, expected);
+      else assert.ok(chained.keep && chained.text === text);
+    }
   });
 });

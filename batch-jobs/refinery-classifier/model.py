@@ -1,0 +1,568 @@
+"""The refinery's cheap quality classifier: hashed n-gram features -> an embedding bag -> a small
+head -> a 0-5 educational-value score. Training, held-out evaluation and ONNX export.
+
+The model (fastText-style). Each document is its (bucket, weight) pairs from features.py. The
+model looks up a `dim`-wide row per bucket in one table (buckets x dim), sums the rows weighted by
+the pair weights (an L2-normalised bag of n-grams, so the sum does not grow with the length),
+and a head maps that `dim`-vector to one number: one hidden ReLU layer of `hidden` units (0 for
+a linear head). Why this shape:
+- Cost. Scoring is a gather of a few thousand rows and a 16-wide sum per document: thousands of
+  documents per second on one Lambda core, which is what applying it to every surviving document
+  of a crawl needs. Training 5,000 labels takes seconds on one CPU.
+- Hashing needs no vocabulary to ship or keep in step between Python and TypeScript; the two
+  implementations of features.py's definition are all that must agree.
+- The table is a learned low-rank linear model over n-grams (what fastText shows is strong for
+  topic- and register-like labels, and educational value is mostly that); the hidden layer lets
+  the score saturate and combine signals ("a lesson" and "for sale" together) at no real cost.
+
+The target: regression on the integer 0-5 label with a squared loss, as FineWeb-Edu's classifier
+does (a one-output regression head, outputs clipped to the scale). A regression keeps the order
+of the scale (predicting 4 for a 5 is a smaller error than predicting 0) and gives one continuous
+score that any threshold can be applied to without retraining. The exported score is clipped to
+[0, 5]. A document is kept when score >= threshold; FineWeb-Edu's "rounded score >= 3" is the
+same as threshold 2.5 on this continuous score.
+
+No probability is produced, so the calibration figures are a reliability table of the score
+itself: per rounded predicted score, the mean prediction next to the mean label, and their
+count-weighted mean absolute gap (the score-scale analogue of an expected calibration error).
+
+Training is seeded and deterministic on one machine: the table is updated with sparse gradients
+by plain SGD (a step touches only the rows its batch uses, so a 2^18-row table costs no more than
+a small one; why not Adam is in fit), the head with Adam. Early stopping watches a development split carved from the
+training labels by a hash of the id (never the held-out labels, which are only scored once at the
+end); the best epoch's weights are kept.
+
+ONNX: inputs `indices` int64 [batch, L] and `weights` float32 [batch, L] (pad with index 0 and
+weight 0), output `score` float32 [batch]; batch and L dynamic; opset 13. The bag is a Gather and
+a weighted ReduceSum, which every runtime has (nn.EmbeddingBag's export is avoided).
+
+CLI (used by the cross-language test, and to train locally from a JSONL file):
+    python3 model.py fit --labels LABELS.jsonl --out DIR [--config JSON] [--score TEXTS.json]
+writes DIR/model.onnx, DIR/metrics.json and, with --score (a JSON list of strings),
+DIR/predictions.json: torch's scores for those texts.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from features import (DEFAULT_BUCKETS, DEFAULT_MAX_TOKENS, FeatureSettings, document_features,
+                      pad_batch)
+
+ONNX_OPSET = 13
+ONNX_INPUT_NAMES = ("indices", "weights")
+ONNX_OUTPUT_NAME = "score"
+MIN_SCORE = 0
+MAX_SCORE = 5
+MIN_LABELS = 20
+MAX_TABLE_FLOATS = 1 << 26
+"""buckets x dim at most 2^26 float32 (256 MiB): the model must load in a Lambda."""
+
+
+class LabelError(ValueError):
+    """The labels cannot train a classifier: malformed rows, too few, or a single class."""
+
+
+@dataclass(frozen=True)
+class Label:
+    id: str
+    text: str
+    score: int
+
+
+def _int_in(name: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+        raise ValueError(f"{name}: must be an integer from {low} to {high} (got {value!r})")
+    return int(value)
+
+
+def _number_in(name: str, value: Any, low: float, high: float, low_open: bool = False) -> float:
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) \
+        and (low < value if low_open else low <= value) and value <= high
+    if not ok:
+        bound = "(" if low_open else "["
+        raise ValueError(f"{name}: must be a number in {bound}{low}, {high}] (got {value!r})")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How to split, train and judge. Field names here are snake_case; the job spec and the CLI
+    take the camelCase names given in FIELD_NAMES (the TypeScript side's zod schema)."""
+
+    threshold: float = 3.0
+    """Keep a document when its score >= threshold; the binary metrics use it. In (0, 5]."""
+    held_out_fraction: float = 0.2
+    """Share of labels held out (by a hash of the id) and scored once, after training. (0, 0.9]."""
+    seed: int = 0
+    """Seeds the initial weights and the batch order."""
+    buckets: int = DEFAULT_BUCKETS
+    """Hash buckets = rows of the embedding table (features.py)."""
+    dim: int = 16
+    """Width of each embedding row."""
+    hidden: int = 32
+    """Units of the head's hidden ReLU layer; 0 for a linear head."""
+    epochs: int = 30
+    """The most passes over the training labels; early stopping usually ends sooner."""
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    """Tokens read from the start of each document (features.py)."""
+    batch_size: int = 32
+    learning_rate: float = 0.01
+    """Adam's learning rate for the head."""
+    table_learning_rate: float = 0.25
+    """Plain SGD's learning rate for the table, per n-gram occurrence: the step is this times the
+    mean number of n-grams of a training document, so that a row moves in proportion to how
+    often its n-gram occurs, whatever the documents' length (see fit)."""
+    patience: int = 3
+    """Epochs without a better development loss before training stops."""
+    dev_fraction: float = 0.1
+    """Share of the training labels (by a second hash of the id) used for early stopping; with
+    fewer than MIN_DEV of them, training runs all `epochs` and keeps the last weights."""
+
+    def __post_init__(self) -> None:
+        _number_in("threshold", self.threshold, MIN_SCORE, MAX_SCORE, low_open=True)
+        _number_in("heldOutFraction", self.held_out_fraction, 0.0, 0.9, low_open=True)
+        _int_in("seed", self.seed, 0, 2**63 - 1)
+        FeatureSettings(self.buckets, self.max_tokens)  # checks buckets and maxTokens
+        _int_in("dim", self.dim, 1, 256)
+        if self.buckets * self.dim > MAX_TABLE_FLOATS:
+            raise ValueError(f"buckets x dim: must be at most {MAX_TABLE_FLOATS} (got {self.buckets} x {self.dim}"
+                             f" = {self.buckets * self.dim})")
+        _int_in("hidden", self.hidden, 0, 4096)
+        _int_in("epochs", self.epochs, 1, 1000)
+        _int_in("batchSize", self.batch_size, 1, 4096)
+        _number_in("learningRate", self.learning_rate, 0.0, 1.0, low_open=True)
+        _number_in("tableLearningRate", self.table_learning_rate, 0.0, 100.0, low_open=True)
+        _int_in("patience", self.patience, 1, 1000)
+        _number_in("devFraction", self.dev_fraction, 0.0, 0.5)
+
+    @property
+    def features(self) -> FeatureSettings:
+        return FeatureSettings(self.buckets, self.max_tokens)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TrainConfig":
+        """From camelCase keys; an unknown key is an error naming it."""
+        if not isinstance(data, dict):
+            raise ValueError(f"config: expected an object (got {type(data).__name__})")
+        unknown = sorted(set(data) - set(FIELD_NAMES))
+        if unknown:
+            raise ValueError(f"config: unknown field(s) {unknown}; known: {sorted(FIELD_NAMES)}")
+        return cls(**{FIELD_NAMES[key]: value for key, value in data.items()})
+
+    def to_json(self) -> dict[str, Any]:
+        snake_to_camel = {v: k for k, v in FIELD_NAMES.items()}
+        return {snake_to_camel[f.name]: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+FIELD_NAMES = {
+    "threshold": "threshold", "heldOutFraction": "held_out_fraction", "seed": "seed",
+    "buckets": "buckets", "dim": "dim", "hidden": "hidden", "epochs": "epochs",
+    "maxTokens": "max_tokens", "batchSize": "batch_size", "learningRate": "learning_rate",
+    "tableLearningRate": "table_learning_rate",
+    "patience": "patience", "devFraction": "dev_fraction",
+}
+MIN_DEV = 10
+
+
+# ------------------------------------------------------------------------------------------------
+# Labels and splits.
+
+def parse_labels(jsonl: bytes | str, source: str = "labels") -> list[Label]:
+    """JSONL rows {id, text, score} -> Labels. Blank lines are skipped; a bad row, a score that
+    is not an integer 0-5, or a repeated id raises LabelError naming the line and the field."""
+    text = jsonl.decode("utf-8") if isinstance(jsonl, bytes) else jsonl
+    labels: list[Label] = []
+    seen: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{source} line {number}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise LabelError(f"{where}: not JSON ({error.msg})") from error
+        if not isinstance(row, dict):
+            raise LabelError(f"{where}: expected an object {{id, text, score}} (got {type(row).__name__})")
+        ident, body, score = row.get("id"), row.get("text"), row.get("score")
+        if not isinstance(ident, str) or not ident:
+            raise LabelError(f"{where}: id must be a non-empty string (got {ident!r})")
+        if not isinstance(body, str):
+            raise LabelError(f"{where}: text must be a string (got {type(body).__name__})")
+        if isinstance(score, bool) or not isinstance(score, int) or not MIN_SCORE <= score <= MAX_SCORE:
+            raise LabelError(f"{where}: score must be an integer from {MIN_SCORE} to {MAX_SCORE} (got {score!r})")
+        if ident in seen:
+            raise LabelError(f"{where}: id {ident!r} already appears on line {seen[ident]}")
+        seen[ident] = number
+        labels.append(Label(ident, body, score))
+    return labels
+
+
+def check_trainable(labels: list[Label], threshold: float, source: str = "labels") -> None:
+    """Raises LabelError when the labels cannot train or judge a classifier: fewer than
+    MIN_LABELS, one score only, or all on one side of the threshold."""
+    if len(labels) < MIN_LABELS:
+        raise LabelError(f"{source}: {len(labels)} labels; at least {MIN_LABELS} are needed")
+    counts = score_counts([label.score for label in labels])
+    if sum(1 for c in counts.values() if c) < 2:
+        raise LabelError(f"{source}: every label has the same score ({labels[0].score}); "
+                         f"a classifier needs at least two (score counts {counts})")
+    kept = sum(1 for label in labels if label.score >= threshold)
+    if kept in (0, len(labels)):
+        side = "at or above" if kept else "below"
+        raise LabelError(f"{source}: every label is {side} threshold {threshold}; keep and drop both need "
+                         f"examples (score counts {counts})")
+
+
+def score_counts(scores: list[int]) -> dict[str, int]:
+    return {str(s): sum(1 for x in scores if x == s) for s in range(MIN_SCORE, MAX_SCORE + 1)}
+
+
+def hash_fraction(ident: str, salt: str) -> float:
+    """A uniform number in [0, 1) fixed by the id: the first 8 bytes of SHA-256(salt + id)."""
+    digest = hashlib.sha256(f"{salt}{ident}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64
+
+
+def split_labels(labels: list[Label], fraction: float, salt: str) -> tuple[list[Label], list[Label]]:
+    """(kept, split off): a label goes to the split-off part when hash_fraction(id) < fraction.
+    The same ids always split the same way, whatever their order or the other labels."""
+    kept, off = [], []
+    for label in labels:
+        (off if hash_fraction(label.id, salt) < fraction else kept).append(label)
+    return kept, off
+
+
+HELD_OUT_SALT = "held-out:"
+DEV_SALT = "dev:"
+
+
+# ------------------------------------------------------------------------------------------------
+# The model.
+
+class ScoreModel(nn.Module):
+    """(indices [B, L] int64, weights [B, L] float32) -> score [B] in [0, 5]."""
+
+    def __init__(self, buckets: int, dim: int, hidden: int):
+        super().__init__()
+        self.buckets, self.dim, self.hidden = buckets, dim, hidden
+        # sparse=True: backward gives a sparse gradient over the rows a batch used.
+        self.table = nn.Embedding(buckets, dim, sparse=True)
+        if hidden:
+            self.head = nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+        else:
+            self.head = nn.Sequential(nn.Linear(dim, 1))
+
+    def bag(self, indices: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """The weighted sum of the rows: [B, dim]. Padding (weight 0) adds exactly 0."""
+        return (self.table(indices) * weights.unsqueeze(-1)).sum(dim=1)
+
+    def raw(self, indices: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """The unclipped score [B], what the loss sees (clipping would stop its gradient)."""
+        return self.head(self.bag(indices, weights)).squeeze(-1)
+
+    def forward(self, indices: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        return self.raw(indices, weights).clamp(float(MIN_SCORE), float(MAX_SCORE))
+
+
+def build_model(config: TrainConfig, mean_score: float) -> ScoreModel:
+    """A fresh model, seeded by config.seed. The table starts uniform in +-1/dim (fastText's
+    start); the output bias starts at the mean training score, so epoch one learns differences
+    from the mean instead of the mean itself."""
+    torch.manual_seed(config.seed)
+    model = ScoreModel(config.buckets, config.dim, config.hidden)
+    with torch.no_grad():
+        model.table.weight.uniform_(-1.0 / config.dim, 1.0 / config.dim)
+        model.head[-1].bias.fill_(mean_score)
+    return model
+
+
+Features = list[tuple[np.ndarray, np.ndarray]]
+
+
+def featurize(texts: list[str], settings: FeatureSettings) -> Features:
+    return [document_features(text, settings) for text in texts]
+
+
+def predict(model: ScoreModel, features: Features, batch_size: int = 256) -> np.ndarray:
+    """Clipped scores (float32) for documents' features, in order."""
+    model.eval()
+    out = np.zeros(len(features), dtype=np.float32)
+    with torch.no_grad():
+        for start in range(0, len(features), batch_size):
+            indices, weights = pad_batch(features[start: start + batch_size])
+            out[start: start + len(indices)] = model(torch.from_numpy(indices), torch.from_numpy(weights)).numpy()
+    return out
+
+
+def _mse(model: ScoreModel, features: Features, scores: np.ndarray) -> float:
+    predicted = predict(model, features)
+    return float(np.mean((predicted.astype(np.float64) - scores) ** 2))
+
+
+@dataclass
+class FitResult:
+    model: ScoreModel
+    epochs_run: int
+    best_epoch: int
+    history: list[dict[str, float]]
+    """Per epoch: the training loss and, with a development split, its MSE."""
+    n_train: int
+    n_dev: int
+
+
+def fit(train: list[Label], config: TrainConfig,
+        on_epoch: Callable[[dict[str, float]], None] | None = None) -> FitResult:
+    """Trains on `train` (a development split for early stopping is carved from it)."""
+    fit_labels, dev_labels = split_labels(train, config.dev_fraction, DEV_SALT)
+    if len(dev_labels) < MIN_DEV or not fit_labels:
+        fit_labels, dev_labels = list(train), []
+    settings = config.features
+    fit_features = featurize([label.text for label in fit_labels], settings)
+    fit_scores = np.array([label.score for label in fit_labels], dtype=np.float32)
+    dev_features = featurize([label.text for label in dev_labels], settings)
+    dev_scores = np.array([label.score for label in dev_labels], dtype=np.float64)
+
+    model = build_model(config, float(fit_scores.mean()))
+    # The table: plain SGD on sparse gradients. A document's weights are its n-gram frequencies
+    # (count / total), so a row's gradient from one document is count / total times the bag's
+    # gradient; scaling the step by the mean total makes it about `count` times the bag's gradient.
+    # Not Adam: Adam normalises each row's step, so an n-gram seen once (a random bigram) moves
+    # as far as one seen in every document, and the model memorises documents by their rare
+    # n-grams (measured: held-out MAE about 1.0 against about 0.6 with SGD on the synthetic rule).
+    # (The mean number of distinct buckets stands in for the mean total: close for real text.)
+    mean_ngrams = float(np.mean([max(len(w), 1) for _, w in fit_features]))
+    table_optimizer = torch.optim.SGD(list(model.table.parameters()), lr=config.table_learning_rate * mean_ngrams)
+    head_optimizer = torch.optim.Adam(model.head.parameters(), lr=config.learning_rate)
+    order_rng = np.random.default_rng(config.seed)
+
+    history: list[dict[str, float]] = []
+    best_state, best_loss, best_epoch, stale = None, math.inf, 0, 0
+    epoch = 0
+    for epoch in range(1, config.epochs + 1):
+        model.train()
+        order = order_rng.permutation(len(fit_features))
+        total, seen = 0.0, 0
+        for start in range(0, len(order), config.batch_size):
+            rows = order[start: start + config.batch_size]
+            indices, weights = pad_batch([fit_features[i] for i in rows])
+            target = torch.from_numpy(fit_scores[rows])
+            loss = F.mse_loss(model.raw(torch.from_numpy(indices), torch.from_numpy(weights)), target)
+            table_optimizer.zero_grad()
+            head_optimizer.zero_grad()
+            loss.backward()
+            table_optimizer.step()
+            head_optimizer.step()
+            total += float(loss) * len(rows)
+            seen += len(rows)
+        record = {"epoch": epoch, "trainLoss": total / max(seen, 1)}
+        if dev_labels:
+            record["devMse"] = _mse(model, dev_features, dev_scores)
+        history.append(record)
+        if on_epoch:
+            on_epoch(record)
+        if dev_labels:
+            if record["devMse"] < best_loss - 1e-6:
+                best_loss, best_epoch, stale = record["devMse"], epoch, 0
+                best_state = copy.deepcopy(model.state_dict())
+            else:
+                stale += 1
+                if stale >= config.patience:
+                    break
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    else:
+        best_epoch = epoch
+    model.eval()
+    return FitResult(model, epoch, best_epoch, history, len(fit_labels), len(dev_labels))
+
+
+# ------------------------------------------------------------------------------------------------
+# Evaluation.
+
+def _round_score(predicted: np.ndarray) -> np.ndarray:
+    """Nearest integer score, halves up (2.5 -> 3), within 0-5."""
+    return np.clip(np.floor(predicted.astype(np.float64) + 0.5), MIN_SCORE, MAX_SCORE).astype(np.int64)
+
+
+def evaluate(predicted: np.ndarray, labels: np.ndarray, threshold: float,
+             baseline_score: float | None = None) -> dict[str, Any]:
+    """Held-out figures for scores `predicted` against integer `labels`.
+
+    - accuracy: the rounded score equals the label; mae, rmse on the continuous score.
+    - binary (keep = score >= threshold on both sides): accuracy ("agreement"), precision,
+      recall, f1 (0 when undefined), the confusion counts, and the kept shares.
+    - calibration: per rounded predicted score, count, mean predicted, mean label; and their
+      count-weighted mean absolute gap.
+    - scoreConfusion[label][rounded prediction].
+    - baselineMae: the MAE of always predicting `baseline_score` (the training mean), when given.
+    """
+    p = np.asarray(predicted, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.int64)
+    n = len(y)
+    if n == 0:
+        raise ValueError("evaluate: no labels to evaluate")
+    rounded = _round_score(p)
+    keep_pred, keep_true = p >= threshold, y >= threshold
+    tp = int(np.sum(keep_pred & keep_true))
+    fp = int(np.sum(keep_pred & ~keep_true))
+    fn = int(np.sum(~keep_pred & keep_true))
+    tn = int(np.sum(~keep_pred & ~keep_true))
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    bins = []
+    gap = 0.0
+    for score in range(MIN_SCORE, MAX_SCORE + 1):
+        in_bin = rounded == score
+        count = int(in_bin.sum())
+        if count:
+            mean_p, mean_y = float(p[in_bin].mean()), float(y[in_bin].mean())
+            gap += count * abs(mean_p - mean_y)
+            bins.append({"predicted": score, "count": count, "meanPredicted": mean_p, "meanLabel": mean_y})
+    confusion = [[int(np.sum((y == a) & (rounded == b))) for b in range(MIN_SCORE, MAX_SCORE + 1)]
+                 for a in range(MIN_SCORE, MAX_SCORE + 1)]
+    figures: dict[str, Any] = {
+        "n": n,
+        "accuracy": float(np.mean(rounded == y)),
+        "mae": float(np.mean(np.abs(p - y))),
+        "rmse": float(np.sqrt(np.mean((p - y) ** 2))),
+        "binary": {
+            "threshold": threshold,
+            "agreement": (tp + tn) / n,
+            "precision": precision, "recall": recall, "f1": f1,
+            "confusion": {"truePositive": tp, "falsePositive": fp, "falseNegative": fn, "trueNegative": tn},
+            "keptByModel": (tp + fp) / n, "keptByLabels": (tp + fn) / n,
+        },
+        "calibration": {"bins": bins, "meanAbsGap": gap / n},
+        "scoreConfusion": {"rowsAreLabels": list(range(MIN_SCORE, MAX_SCORE + 1)), "matrix": confusion},
+    }
+    if baseline_score is not None:
+        figures["baselineMae"] = float(np.mean(np.abs(baseline_score - y)))
+    return figures
+
+
+# ------------------------------------------------------------------------------------------------
+# Export.
+
+def export_onnx(model: ScoreModel, path: str | os.PathLike) -> None:
+    """Writes the model as ONNX (see the module comment for names and shapes), checked with
+    onnx.checker; written to a temporary name first, so a failure leaves no partial file."""
+    import onnx  # only the export needs it
+
+    export = copy.deepcopy(model).cpu().eval()
+    indices = torch.zeros(2, 3, dtype=torch.int64)
+    weights = torch.zeros(2, 3, dtype=torch.float32)
+    tmp = f"{os.fspath(path)}.tmp"
+    dynamic = {0: "batch", 1: "pairs"}
+    with torch.no_grad():
+        torch.onnx.export(
+            export, (indices, weights), tmp,
+            opset_version=ONNX_OPSET,
+            input_names=list(ONNX_INPUT_NAMES),
+            output_names=[ONNX_OUTPUT_NAME],
+            dynamic_axes={"indices": dynamic, "weights": dynamic, ONNX_OUTPUT_NAME: {0: "batch"}},
+            do_constant_folding=True,
+        )
+    onnx.checker.check_model(onnx.load(tmp))
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------------------------
+# The whole run, without any storage: split, train, evaluate, export.
+
+@dataclass
+class RunResult:
+    model: ScoreModel
+    metrics: dict[str, Any]
+
+
+def train_and_evaluate(labels: list[Label], config: TrainConfig, onnx_path: str | os.PathLike,
+                       on_epoch: Callable[[dict[str, float]], None] | None = None,
+                       source: str = "labels") -> RunResult:
+    """Checks the labels, holds out config.held_out_fraction of them by id, trains on the rest,
+    scores the held-out ones, writes the ONNX model to `onnx_path` and returns the metrics."""
+    check_trainable(labels, config.threshold, source)
+    train, held_out = split_labels(labels, config.held_out_fraction, HELD_OUT_SALT)
+    if not held_out or len(train) < MIN_LABELS // 2:
+        raise LabelError(f"heldOutFraction: {config.held_out_fraction} splits {len(labels)} labels into "
+                         f"{len(train)} to train and {len(held_out)} to hold out; both need labels "
+                         f"(at least {MIN_LABELS // 2} to train)")
+    started = time.perf_counter()
+    result = fit(train, config, on_epoch)
+    seconds = time.perf_counter() - started
+    held_features = featurize([label.text for label in held_out], config.features)
+    predicted = predict(result.model, held_features)
+    mean_train = float(np.mean([label.score for label in train]))
+    metrics = {
+        "heldOut": evaluate(predicted, np.array([label.score for label in held_out]), config.threshold,
+                            baseline_score=mean_train),
+        "nTrain": len(train),
+        "nVal": len(held_out),
+        "nFit": result.n_train,
+        "nDev": result.n_dev,
+        "trainScoreCounts": score_counts([label.score for label in train]),
+        "heldOutScoreCounts": score_counts([label.score for label in held_out]),
+        # Every held-out label with its prediction: the report measures agreement at the run's
+        # threshold, which may differ from the one this model was trained under.
+        "heldOutPredictions": [{"id": label.id, "label": label.score, "predicted": round(float(p), 4)}
+                               for label, p in zip(held_out, predicted)],
+        "features": {**config.features.to_dict(), "definition": "features.py v1: NFKC, lower, L/M/N runs, "
+                     "unigrams+bigrams, FNV-1a 32 mod buckets, L2-normalised counts"},
+        "model": {"dim": config.dim, "hidden": config.hidden, "parameters":
+                  int(sum(p.numel() for p in result.model.parameters()))},
+        "config": config.to_json(),
+        "training": {"seconds": seconds, "epochsRun": result.epochs_run, "bestEpoch": result.best_epoch,
+                     "history": result.history, "torch": torch.__version__},
+        "onnx": {"opset": ONNX_OPSET, "inputs": {"indices": "int64 [batch, pairs]",
+                 "weights": "float32 [batch, pairs]"}, "output": {"score": "float32 [batch]"}},
+    }
+    export_onnx(result.model, onnx_path)
+    return RunResult(result.model, metrics)
+
+
+def _cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="model.py", description="Train the refinery classifier locally.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    fit_parser = sub.add_parser("fit", help="train on a JSONL file of {id, text, score}")
+    fit_parser.add_argument("--labels", required=True)
+    fit_parser.add_argument("--out", required=True, help="a folder for model.onnx and metrics.json")
+    fit_parser.add_argument("--config", default="{}", help="TrainConfig as JSON, camelCase keys")
+    fit_parser.add_argument("--score", help="a JSON list of texts to score into predictions.json")
+    args = parser.parse_args(argv)
+    config = TrainConfig.from_json(json.loads(args.config))
+    with open(args.labels, "rb") as f:
+        labels = parse_labels(f.read(), args.labels)
+    os.makedirs(args.out, exist_ok=True)
+    run = train_and_evaluate(labels, config, os.path.join(args.out, "model.onnx"), source=args.labels)
+    with open(os.path.join(args.out, "metrics.json"), "w") as f:
+        json.dump(run.metrics, f, indent=2)
+    if args.score:
+        with open(args.score, encoding="utf-8") as f:
+            texts = json.load(f)
+        scores = predict(run.model, featurize(texts, config.features))
+        with open(os.path.join(args.out, "predictions.json"), "w") as f:
+            json.dump([float(s) for s in scores], f)
+    held = run.metrics["heldOut"]
+    print(json.dumps({"nTrain": run.metrics["nTrain"], "nVal": run.metrics["nVal"],
+                      "agreement": held["binary"]["agreement"], "f1": held["binary"]["f1"], "mae": held["mae"],
+                      "seconds": run.metrics["training"]["seconds"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_cli(sys.argv[1:]))

@@ -1,0 +1,12 @@
+/** Checks the corpus exists, hashes the filter settings and gathers the benchmarks to decontaminate against (shared/refinery/steps.ts). */
+import type { Context } from 'aws-lambda';
+import { ENV, optionalEnv, requireEnv } from '#shared/env.ts';
+import { startInvocationLog } from '#shared/log.ts';
+import { prepareStep } from '#shared/refinery/steps.ts';
+
+const ctx = { bucket: requireEnv(ENV.bucket), pipeline: requireEnv(ENV.pipeline), table: optionalEnv(ENV.table) };
+
+export async function handler(event: unknown, context?: Context) {
+  startInvocationLog(context, { step: 'prepare' });
+  return prepareStep(ctx, event);
+}
