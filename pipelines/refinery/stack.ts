@@ -48,10 +48,12 @@ export class RefineryStack extends PipelineStack {
       .chars('$.prep.corpusIdentity', URI, "the corpus's identity: its URI (at most 1,100 characters), or an s3 ETag and size")
       .chars('$.prep.benchmarksSha256', SHA, "the sha256 of the benchmarks file, or 'none'")
       .chars('$.prep.filtersSha256', SHA, 'the sha256 of the parsed filter settings')
+      .chars('$.prep.benchmarkCount', 24, 'how many benchmarks (and extra sets) prepare found, an integer')
       .chars('$.item', URI + 200, 'a shard item the ingest job or dedup wrote: its content-addressed URI under data/refinery/, its sha256 and two counts')
       .chars('$.filtersSha256', SHA, 'the sha256 of the parsed filter settings')
       .chars('$.benchmarksSha256', SHA, "the sha256 of the benchmarks file, or 'none'")
       .chars('$.ngram', 24, 'config.decontamination.ngram, an integer from 1 to 50')
+      .chars('$.maxChars', 24, 'config.labels.maxChars, an integer from 100 to 20,000')
       .chars('$.indexPrompt', 8, 'config.decontamination.indexPrompt, true or false')
       .chars('$.modelSha256', SHA, "the classifier's sha256, 64 hex digits")
       .chars('$.settings', 100, "the classifier's feature settings from the train job: {buckets, maxTokens}, two integers")
@@ -220,16 +222,24 @@ export class RefineryStack extends PipelineStack {
         'modelUri.$': '$.steps.train.modelUri',
         'modelSha256.$': '$.steps.train.modelSha256',
         'settings.$': '$.steps.train.features',
+        'maxChars.$': '$.config.labels.maxChars',
       },
       iterator: (s) =>
         step(s, 'score-shard', {
           run: invoke(scoreFn, {
-            payload: { 'shard.$': '{inputs}.shard', 'modelUri.$': '$.modelUri', 'modelSha256.$': '$.modelSha256', 'settings.$': '$.settings' },
+            payload: {
+              'shard.$': '{inputs}.shard',
+              'modelUri.$': '$.modelUri',
+              'modelSha256.$': '$.modelSha256',
+              'settings.$': '$.settings',
+              'maxChars.$': '$.maxChars',
+            },
           }),
           inputs: {
             shard: { 'uri.$': '$.item.uri', 'sha256.$': '$.item.sha256' },
             'modelSha256.$': '$.modelSha256',
             'settings.$': '$.settings',
+            'maxChars.$': '$.maxChars',
           },
           resultPath: '$.result',
           cache,
@@ -262,6 +272,7 @@ export class RefineryStack extends PipelineStack {
         'threshold.$': '$.config.threshold',
         'ingestReportUri.$': '$.steps.ingest.reportUri',
         'truthUri.$': '$.steps.ingest.truthUri',
+        'benchmarkCount.$': '$.prep.benchmarkCount',
         'dedupUri.$': '$.steps.dedup.dedupUri',
         'labelSummaryUri.$': '$.steps.label.summaryUri',
         'metricsUri.$': '$.steps.train.metricsUri',

@@ -17,7 +17,7 @@ import { sha256Hex } from '../json.ts';
 import { parseOrThrow } from '../schema.ts';
 import { writeFile } from '../documents.ts';
 import { resolveApiKey } from '../rewards/propose.ts';
-import { type Label, labelDocuments, labelerClient, parseLabelsFile, RUBRIC_VERSION, stratifiedSample } from './labels.ts';
+import { documentExtract, type Label, labelDocuments, labelerClient, parseLabelsFile, RUBRIC_VERSION, stratifiedSample } from './labels.ts';
 import { costPerDocument, llmCostUsd, ModelPrice, modelPrice } from './llm-cost.ts';
 import { MissingApiKeyError } from '../rewards/errors.ts';
 import { decodeShard } from './shards.ts';
@@ -162,7 +162,14 @@ export async function labelStep(ctx: LabelContext, raw: unknown) {
     strata[d.stratum]!.survivors++;
   }
   for (const l of labels) strata[byId.get(l.id)!.stratum]!.labelled++;
-  const body = Buffer.from(labels.map((l) => `${JSON.stringify({ id: l.id, score: l.score, reason: l.reason, text: texts.get(l.id) })}\n`).join(''), 'utf8');
+  // The classifier learns from what the labeler saw, the document's first maxChars characters,
+  // and scores the same extract of every document (score-step.ts).
+  const body = Buffer.from(
+    labels
+      .map((l) => `${JSON.stringify({ id: l.id, score: l.score, reason: l.reason, text: documentExtract(texts.get(l.id)!, settings.maxChars) })}\n`)
+      .join(''),
+    'utf8',
+  );
   const labelsSha256 = sha256Hex(body);
   const labelsFile = await writeFile(ctx.bucket, `data/${ctx.pipeline}/labels/${labelsSha256}.jsonl`, body, 'application/x-ndjson');
   const summaryDoc = await writeContentAddressed(ctx.bucket, `data/${ctx.pipeline}/label-summary/`, {

@@ -44,6 +44,8 @@ export interface ReportInputs {
   readonly threshold: number;
   readonly ingestReportUri: string;
   readonly truthUri: string | null;
+  /** Benchmarks (and extra sets) decontaminated against; 0: there was nothing to check against. */
+  readonly benchmarkCount: number;
   readonly dedupUri: string;
   readonly labelSummaryUri: string;
   readonly metricsUri: string;
@@ -105,6 +107,16 @@ export async function refineryFigures(inputs: ReportInputs) {
     { stage: 'after dedup', documents: documents - filtered - decontaminated - exact - near },
     { stage: `score >= ${inputs.threshold}`, documents: kept },
   ];
+  // What the ingest read before the shards: lines of a corpus file skipped by reason, texts cut.
+  const read = (ingest.read ?? null) as { lines: number; skipped: Record<string, { count: number; examples: number[] }>; truncated: number } | null;
+  const input = read
+    ? {
+        lines: read.lines,
+        skipped: Object.fromEntries(Object.entries(read.skipped).filter(([, v]) => v.count > 0)),
+        truncated: read.truncated,
+        documentsRead: read.lines - Object.values(read.skipped).reduce((n, v) => n + v.count, 0),
+      }
+    : null;
   const accounting = {
     documents,
     kept,
@@ -240,6 +252,8 @@ export async function refineryFigures(inputs: ReportInputs) {
   return {
     threshold: inputs.threshold,
     input: ingest,
+    read: input,
+    benchmarkCount: inputs.benchmarkCount,
     funnel,
     accounting,
     removedByRule,
@@ -343,6 +357,20 @@ ${f.accounting.exact} exact and ${f.accounting.near} near duplicates, ${f.accoun
 ${rows(i.spam.perRule.map((r) => [r.rule, r.spamRemoved, r.injectedCleanRemoved, r.realRemoved, pct(r.precision)]))}</table>
 <p id="near-duplicates">Near duplicates: ${i.nearDuplicates.found08} of ${i.nearDuplicates.atLeast08} pairs at Jaccard &ge; 0.8 found (${pct(i.nearDuplicates.recall08)}).</p>
 <table id="jaccard"><tr><th>Jaccard</th><th>pairs</th><th>found</th></tr>${rows(i.nearDuplicates.byJaccard.map((b) => [`${b.from.toFixed(1)}-${b.to.toFixed(1)}`, b.pairs, b.found]))}</table>
+${
+  f.benchmarkCount === 0
+    ? '<p id="no-benchmarks">Decontamination had nothing to check against: no benchmark is registered for evals (and no extra set was named), so no document was checked.</p>'
+    : ''
+}
+${
+  f.read
+    ? `<p id="read">The corpus file had ${f.read.lines} lines: ${f.read.documentsRead} documents read, ${
+        Object.entries(f.read.skipped)
+          .map(([reason, v]) => `${v.count} skipped as ${escapeHtml(reason)} (lines ${v.examples.join(', ')})`)
+          .join('; ') || 'none skipped'
+      }; ${f.read.truncated} cut to the size limit.</p>`
+    : ''
+}
 <p id="contamination">Contamination: ${i.contamination.removed} of ${i.contamination.total} removed (${pct(i.contamination.recall)}):
 ${i.contamination.removedByDecontamination} by the n-gram check (${pct(i.contamination.decontaminationRecall)} of those that reached it), ${i.contamination.removedEarlier} by a filter first.
 Clean documents removed for contamination: ${i.contamination.cleanRemoved}.</p>
@@ -401,6 +429,7 @@ export const ReportRequest = z
     threshold: z.number(),
     ingestReportUri: z.string(),
     truthUri: z.string().nullable(),
+    benchmarkCount: z.int().min(0),
     dedupUri: z.string(),
     labelSummaryUri: z.string(),
     metricsUri: z.string(),

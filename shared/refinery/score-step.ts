@@ -14,6 +14,7 @@ import { ConfigError } from '../errors.ts';
 import { sha256Hex } from '../json.ts';
 import { parseOrThrow } from '../schema.ts';
 import { readShardDocuments } from './label-step.ts';
+import { documentExtract } from './labels.ts';
 import { loadClassifier, scoreDocuments } from './scorer.ts';
 
 export interface ScoreContext {
@@ -29,6 +30,8 @@ export const ScoreShardRequest = z
     modelUri: z.string(),
     modelSha256: z.string().regex(/^[0-9a-f]{64}$/),
     settings: z.object({ buckets: z.int(), maxTokens: z.int() }).strict(),
+    /** The labeler's extract length: the model scores what it was trained on, each document's start. */
+    maxChars: z.int().min(1),
   })
   .strict();
 
@@ -48,7 +51,7 @@ export async function scoreShardStep(ctx: ScoreContext, raw: unknown) {
   const documents = await readShardDocuments(request.shard.uri, 'shard.uri');
   const scores = await scoreDocuments(
     session,
-    documents.map((d) => d.text),
+    documents.map((d) => documentExtract(d.text, request.maxChars)),
     { batchSize: 64 },
   );
   const doc = {

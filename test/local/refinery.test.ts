@@ -73,17 +73,38 @@ describe('corpus refinery end to end (test size)', () => {
     rerun = await rt.startExecution(REFINERY_PIPELINE, { config: { ...config, threshold: 2 } }).done;
     rt.off('stateEntered', listener);
     missing = await rt.startExecution(REFINERY_PIPELINE, { config: { ...config, corpus: `s3://${where.bucket}/corpora/nowhere.jsonl` } }).done;
-    // Labels from a file (what --labels-file uploads): the cold run's labels, each score one lower.
+    // A corpus file in the bucket, with bad lines, its labels from a file (what --labels-file
+    // uploads), and no benchmark named: the cold run's labelled documents, each score one lower.
     const labelled = (await readObjectBytes(((await figuresOf(cold)).figures.labels as { labelsUri: string }).labelsUri))
       .toString('utf8')
       .split('\n')
       .filter(Boolean)
-      .map((line) => JSON.parse(line) as { id: string; score: number });
+      .map((line) => JSON.parse(line) as { id: string; score: number; text: string });
+    const lines = labelled.map((l) => JSON.stringify({ id: l.id, text: l.text }));
+    lines.splice(
+      3,
+      0,
+      'not json at all',
+      JSON.stringify({ id: 'no-text' }),
+      JSON.stringify({ id: 'blank', text: '   ' }),
+      JSON.stringify({ id: labelled[0]!.id, text: 'a duplicate id' }),
+    );
+    const corpus = Buffer.concat([Buffer.from(`${lines.join('\n')}\n`), Buffer.from([0x7b, 0x22, 0x69, 0x64, 0x22, 0x3a, 0xff, 0xfe, 0x7d, 0x0a])]);
+    await writeFile(where.bucket, 'corpora/labelled.jsonl', corpus, 'application/x-ndjson');
     const text = labelled.map((l) => JSON.stringify({ id: l.id, score: Math.max(0, l.score - 1), reason: 'from a file' })).join('\n');
     const sha256 = sha256Hex(text);
     await writeFile(where.bucket, labelFileKey(REFINERY_PIPELINE, sha256), text, 'application/x-ndjson');
     callsBeforeFile = fake.requests.length;
-    fromFile = await rt.startExecution(REFINERY_PIPELINE, { config: { ...config, labels: { ...config.labels, fileSha256: sha256 } } }).done;
+    fromFile = await rt.startExecution(REFINERY_PIPELINE, {
+      config: {
+        ...config,
+        corpus: `s3://${where.bucket}/corpora/labelled.jsonl`,
+        sample: null,
+        inject: false,
+        decontamination: { ...config.decontamination, benchmarks: [] },
+        labels: { ...config.labels, fileSha256: sha256 },
+      },
+    }).done;
   });
   after(async () => {
     await stopTestRuntime(rt);
@@ -95,6 +116,8 @@ describe('corpus refinery end to end (test size)', () => {
     assert.equal(cold.status, 'SUCCEEDED', `${cold.error}: ${cold.cause}`);
     const { out, figures } = await figuresOf(cold);
     assert.equal(out.artifact.name, REFINED_CORPUS_ARTIFACT);
+    // Only URIs, hashes and counts crossed the state: the largest stays far under 256 KiB.
+    assert.ok(cold.stats.largestState.bytes < 32 * 1024, JSON.stringify(cold.stats.largestState));
     const a = figures.accounting;
     assert.ok(a.addsUp, JSON.stringify(a));
     assert.equal(a.kept + a.filtered + a.decontaminated + a.exact + a.near + a.belowThreshold, a.documents);
@@ -152,13 +175,28 @@ describe('corpus refinery end to end (test size)', () => {
     assert.ok(after.accounting.addsUp);
   });
 
-  it('labels from a file replace Claude: no request, the file scores trained on', async () => {
+  it('a corpus file: bad lines skipped, counted and named; labels from a file, no Claude call; nothing to decontaminate against', async () => {
     assert.equal(fromFile.status, 'SUCCEEDED', `${fromFile.error}: ${fromFile.cause}`);
     assert.equal(fake.requests.length, callsBeforeFile);
     const { figures } = await figuresOf(fromFile);
-    assert.equal(figures.labels.source, 'file');
-    assert.equal(figures.labels.labelled, (await figuresOf(cold)).figures.labels.labelled);
+    const labelledBefore = (await figuresOf(cold)).figures.labels.labelled as number;
+    assert.deepEqual(Object.fromEntries(Object.entries(figures.read!.skipped).map(([k, v]) => [k, v.count])), {
+      not_json: 1,
+      bad_shape: 1,
+      empty: 1,
+      duplicate_id: 1,
+      invalid_utf8: 1,
+    });
+    assert.deepEqual(figures.read!.skipped.not_json!.examples, [4]);
+    assert.equal(figures.read!.lines, labelledBefore + 5);
+    assert.equal(figures.accounting.documents, labelledBefore);
     assert.ok(figures.accounting.addsUp);
+    assert.equal(figures.benchmarkCount, 0);
+    assert.equal(figures.labels.source, 'file');
+    assert.ok((figures.labels.labelled as number) > 0.8 * labelledBefore, `${figures.labels.labelled} labels used`);
+    const html = (await readObjectBytes((fromFile.output as RunOutput).reportUri)).toString('utf8');
+    assert.match(html, /Decontamination had nothing to check against/);
+    assert.match(html, /1 skipped as not_json \(lines 4\)/);
   });
 
   it('a corpus that does not exist fails the run, naming it', () => {
