@@ -3,10 +3,10 @@
  * image's builder stage runs this (`node --import tsx batch-jobs/molecules-oracle/build.ts <outDir>`)
  * and the tests run the same bundle, so what ships is what was tested.
  */
-import { build } from 'esbuild';
-import { copyFileSync, mkdirSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { copyFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { bundleFromCommandLine, bundleNodeJob } from '#shared/job-bundle.ts';
 
 const JOB_DIR = dirname(fileURLToPath(import.meta.url));
 const REPO_ROOT = join(JOB_DIR, '..', '..');
@@ -25,31 +25,9 @@ const BANNER = [
 
 /** Writes outDir/main.mjs and outDir/RDKit_minimal.wasm; returns main.mjs's path. */
 export async function bundleOracleJob(outDir: string): Promise<string> {
-  mkdirSync(outDir, { recursive: true });
-  const outfile = join(outDir, 'main.mjs');
-  await build({
-    entryPoints: [join(JOB_DIR, 'main.ts')],
-    absWorkingDir: REPO_ROOT,
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node22',
-    outfile,
-    banner: { js: BANNER },
-    // Named errors keep their class names (the job's result.json reports error.name).
-    keepNames: true,
-    logLevel: 'warning',
-  });
+  const outfile = await bundleNodeJob({ jobDir: JOB_DIR, outDir, banner: BANNER });
   copyFileSync(join(REPO_ROOT, 'node_modules', '@rdkit', 'rdkit', 'dist', 'RDKit_minimal.wasm'), join(outDir, 'RDKit_minimal.wasm'));
   return outfile;
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
-  // No default inside the job folder: its files make up the job's code version.
-  const outDir = process.argv[2];
-  if (!outDir) {
-    console.error('usage: tsx batch-jobs/molecules-oracle/build.ts <outDir>');
-    process.exit(2);
-  }
-  console.log(await bundleOracleJob(resolve(outDir)));
-}
+await bundleFromCommandLine(import.meta.url, 'molecules-oracle', bundleOracleJob);

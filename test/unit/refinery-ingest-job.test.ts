@@ -7,12 +7,10 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { CreateBucketCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { resetClients } from '#shared/clients/aws.ts';
+import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { ConfigError } from '#shared/errors.ts';
 import { runJob } from '#shared/job.ts';
 import { sha256Hex } from '#shared/json.ts';
@@ -22,43 +20,26 @@ import { Template } from 'aws-cdk-lib/assertions';
 import { BatchJob } from '#pipelines/steps/batch-job.ts';
 import { META } from '#pipelines/steps/function.ts';
 import { BatchHost } from '#infra/local/batch-host.ts';
-import { startS3rver, type S3Emulator } from '#infra/local/emulators.ts';
-import { LOCAL_KEY, LOCAL_REGION } from '#infra/local/resolve.ts';
 import { minimalScope } from '../support/stacks.ts';
 import { bundleIngestJob } from '../../batch-jobs/refinery-ingest/build.ts';
 import { huggingFaceUrl, ingestCorpus, parseCorpusUri, parseIngestSpec, sampleInOrder, type IngestResult } from '../../batch-jobs/refinery-ingest/ingest.ts';
+import { startTestS3, type TestS3 } from '../support/s3.ts';
 
 const BUCKET = 'ingest-test';
 
-let s3rver: S3Emulator;
+let store: TestS3;
 let s3: S3Client;
 let work: string;
-let env: Record<string, string>;
-const saved: Record<string, string | undefined> = {};
+let env: Readonly<Record<string, string>>;
 let runs = 0;
 
 before(async () => {
-  work = mkdtempSync(join(tmpdir(), 'fp-ingest-'));
-  s3rver = await startS3rver(join(work, 's3'), 0);
-  s3 = new S3Client({ forcePathStyle: true, endpoint: s3rver.url, region: LOCAL_REGION, credentials: { accessKeyId: LOCAL_KEY, secretAccessKey: LOCAL_KEY } });
-  await s3.send(new CreateBucketCommand({ Bucket: BUCKET }));
-  env = { AWS_REGION: LOCAL_REGION, AWS_ACCESS_KEY_ID: LOCAL_KEY, AWS_SECRET_ACCESS_KEY: LOCAL_KEY, AWS_ENDPOINT_URL_S3: s3rver.url };
-  for (const [k, v] of Object.entries(env)) {
-    saved[k] = process.env[k];
-    process.env[k] = v;
-  }
-  resetClients();
+  store = await startTestS3(BUCKET, 'fp-ingest-');
+  ({ s3, work, env } = store);
 });
 
 after(async () => {
-  for (const [k, v] of Object.entries(saved)) {
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
-  }
-  resetClients();
-  await s3rver?.close();
-  s3?.destroy();
-  if (work) rmSync(work, { recursive: true, force: true });
+  await store?.close();
 });
 
 const put = (key: string, body: string | Uint8Array) => s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: key, Body: body }));

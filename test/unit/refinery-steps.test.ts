@@ -7,11 +7,9 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { CreateBucketCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { resetClients } from '#shared/clients/aws.ts';
+import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { buildContaminationIndex } from '#shared/refinery/decontaminate.ts';
 import { bandKeys, createMinHasher, decodeSignatureShard, MINHASH_VALUES, type MinHasher, nearDuplicates } from '#shared/refinery/dedup.ts';
 import { globalDedup } from '#shared/refinery/dedup-step.ts';
@@ -23,39 +21,21 @@ import {
   refineShardDocuments,
   type ShardDocument,
 } from '#shared/refinery/shard-refine.ts';
-import { startS3rver, type S3Emulator } from '#infra/local/emulators.ts';
-import { LOCAL_KEY, LOCAL_REGION } from '#infra/local/resolve.ts';
+import { startTestS3, type TestS3 } from '../support/s3.ts';
 
 const BUCKET = 'refinery-steps';
-let s3rver: S3Emulator;
+let store: TestS3;
 let s3: S3Client;
-let work: string;
 let hasher: MinHasher;
-const saved: Record<string, string | undefined> = {};
 
 before(async () => {
-  work = mkdtempSync(join(tmpdir(), 'fp-refinery-steps-'));
-  s3rver = await startS3rver(join(work, 's3'), 0);
-  s3 = new S3Client({ forcePathStyle: true, endpoint: s3rver.url, region: LOCAL_REGION, credentials: { accessKeyId: LOCAL_KEY, secretAccessKey: LOCAL_KEY } });
-  await s3.send(new CreateBucketCommand({ Bucket: BUCKET }));
-  const env = { AWS_REGION: LOCAL_REGION, AWS_ACCESS_KEY_ID: LOCAL_KEY, AWS_SECRET_ACCESS_KEY: LOCAL_KEY, AWS_ENDPOINT_URL_S3: s3rver.url };
-  for (const [k, v] of Object.entries(env)) {
-    saved[k] = process.env[k];
-    process.env[k] = v;
-  }
-  resetClients();
+  store = await startTestS3(BUCKET, 'fp-refinery-steps-');
+  s3 = store.s3;
   hasher = await createMinHasher();
 });
 
 after(async () => {
-  for (const [k, v] of Object.entries(saved)) {
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
-  }
-  resetClients();
-  await s3rver?.close();
-  s3?.destroy();
-  if (work) rmSync(work, { recursive: true, force: true });
+  await store?.close();
 });
 
 /** Real prose: Debian's licence texts (base-files), distinct files cut into documents of about 300 words. */
