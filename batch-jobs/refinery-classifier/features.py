@@ -1,8 +1,8 @@
-"""Hashed word n-gram features of a document, the input of the refinery's quality classifier.
+"""Hashed word features of a document, the input of the refinery's quality classifier.
 
-THE SHARED DEFINITION. shared/refinery/features.ts computes the same thing for the Lambdas that
-score documents; both files carry this text, and test/unit/refinery-classifier.test.ts checks that
-both give identical indices and weights for the same texts.
+THE SHARED DEFINITION (v2). shared/refinery/features.ts computes the same thing for the Lambdas
+that score documents; both files carry this text, and test/unit/refinery-classifier.test.ts checks
+that both give identical indices and weights for the same texts.
 
 1. Normalise: Unicode NFKC, then lower case by Unicode's default full case mapping with no locale
    (Python's str.lower, JavaScript's String.prototype.toLowerCase).
@@ -10,28 +10,31 @@ both give identical indices and weights for the same texts.
    or a number (N*); every other code point separates tokens. Marks belong to words so that
    scripts with vowel signs (Devanagari, Thai) are not cut inside every word. Only the first
    `max_tokens` tokens are used.
-3. N-grams: every token (unigram) and every pair of adjacent tokens joined by one space (bigram
-   "a b"), both taken from the first `max_tokens` tokens: n tokens give n + (n - 1) n-grams.
-4. Bucket: FNV-1a 32-bit (offset basis 0x811C9DC5, prime 0x01000193) over the n-gram's UTF-8
+3. Words: every token (unigram) of the first `max_tokens` tokens; no bigrams.
+4. Bucket: FNV-1a 32-bit (offset basis 0x811C9DC5, prime 0x01000193) over the word's UTF-8
    bytes, modulo `buckets`. Tokens never hold a surrogate, so the UTF-8 is always well defined.
-5. Weights: n-grams falling in the same bucket are counted together; bucket j with count c_j has
-   weight c_j / sqrt(sum_k c_k^2), computed in float64 and rounded once to float32 (the sum is an
-   exact integer, sqrt and the division are correctly rounded IEEE operations, so both languages
-   get the same float32 bits). A document is its (bucket, weight) pairs in ascending bucket
-   order; a document without tokens has none.
+5. Weights: presence. Every bucket that at least one word falls in has weight 1.0 (exact in
+   float32 in both languages), however often its words occur. A document is its (bucket, 1.0)
+   pairs in ascending bucket order; a document without tokens has none.
 
-The L2 normalisation makes a document's features independent of its length (a page and the same
-page twice look the same), and keeps the bag sum of the model at a scale that does not grow with
-the text.
+Why presence of unigrams (v1 was unigrams + bigrams weighted by their frequency, count / total):
+the model's weighted sum is then a sum over the distinct words a document holds, so evidence that
+a document is educational (one more subject word, one more "for example") adds to the score
+instead of being diluted by every other word of the page, as a frequency (a mean) does. Repeating
+a word adds nothing, so stuffing a page with one keyword does not raise it. Bigrams doubled the
+features a few hundred labels must pin down and, measured on the smoke run's labels, lowered
+held-out agreement (model.py's header has the figures). The sum grows with the number of distinct
+words, which `max_tokens` bounds; the labeler scores a fixed-size extract, so that is the length
+the model is trained and applied at.
 
 Unicode versions: Python 3.11's database is Unicode 14.0, Node 22's is newer. For every code point
 assigned in Unicode 14.0 the two agree on the category, the lower case and the NFKC form (checked
 over the whole code space when this was written); a character assigned later can be a token
 character in one language and a separator in the other. Such characters are a vanishing part of
-web text, and a difference only moves a few n-grams of the documents that hold them.
+web text, and a difference only moves a few words of the documents that hold them.
 
-Speed: FNV-1a is inherently byte-serial, so hashing runs over all n-grams of a document at once
-with numpy, one step per byte position; the rare n-gram longer than VECTOR_STEPS bytes finishes in
+Speed: FNV-1a is inherently byte-serial, so hashing runs over all words of a document at once
+with numpy, one step per byte position; the rare word longer than VECTOR_STEPS bytes finishes in
 plain Python. `fnv1a32` is the naive reference the tests compare against.
 """
 from __future__ import annotations
@@ -51,7 +54,7 @@ MAX_BUCKETS = 1 << 22
 """The most buckets allowed: 2^22 rows of a 16-wide float32 table is already 256 MiB."""
 MAX_TOKENS_LIMIT = 100_000
 VECTOR_STEPS = 64
-"""Byte positions hashed with numpy; longer n-grams (long URLs, base64 runs) finish in Python."""
+"""Byte positions hashed with numpy; longer words (long URLs, base64 runs) finish in Python."""
 
 DEFAULT_BUCKETS = 1 << 18
 DEFAULT_MAX_TOKENS = 2000
@@ -150,9 +153,9 @@ def tokenize(text: str, max_tokens: int = DEFAULT_MAX_TOKENS) -> list[str]:
         limit *= 4
 
 
-def ngrams(tokens: list[str]) -> list[str]:
-    """Step 3: the unigrams, then the bigrams (the order does not change the features)."""
-    return tokens + [f"{a} {b}" for a, b in zip(tokens, tokens[1:])]
+def words(tokens: list[str]) -> list[str]:
+    """Step 3: the words whose buckets are the features: the tokens themselves."""
+    return list(tokens)
 
 
 def _fnv1a32_spans(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -183,41 +186,32 @@ def _fnv1a32_spans(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> 
     return out
 
 
-def ngram_hashes(tokens: list[str]) -> np.ndarray:
-    """Step 4 before the modulo: FNV-1a of every n-gram of `tokens` (unigrams, then bigrams)."""
+def word_hashes(tokens: list[str]) -> np.ndarray:
+    """Step 4 before the modulo: FNV-1a of every word of `tokens`, in order."""
     n = len(tokens)
     if n == 0:
         return np.zeros(0, dtype=np.uint32)
-    # One UTF-8 buffer "t0 t1 t2 ...": bigram i is the span from token i's start to token i+1's end.
+    # One UTF-8 buffer "t0 t1 t2 ...": word i is the span of token i.
     lengths = np.fromiter((len(t.encode("utf-8")) for t in tokens), dtype=np.int64, count=n)
     buf = np.frombuffer(" ".join(tokens).encode("utf-8"), dtype=np.uint8)
     starts = np.zeros(n, dtype=np.int64)
     np.cumsum(lengths[:-1] + 1, out=starts[1:])
-    span_starts = np.concatenate([starts, starts[:-1]])
-    span_lengths = np.concatenate([lengths, lengths[:-1] + 1 + lengths[1:]])
-    return _fnv1a32_spans(buf, span_starts, span_lengths)
+    return _fnv1a32_spans(buf, starts, lengths)
 
 
 def document_features(text: str, settings: FeatureSettings = FeatureSettings()) -> tuple[np.ndarray, np.ndarray]:
-    """(indices int64, weights float32) of `text`: its buckets in ascending order and their
-    L2-normalised counts (steps 1-5). Both are empty for a text without tokens."""
-    hashes = ngram_hashes(tokenize(text, settings.max_tokens))
-    if len(hashes) == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-    indices, counts = np.unique(hashes.astype(np.int64) % settings.buckets, return_counts=True)
-    total = float(int(np.sum(counts)))
-    return indices, (counts.astype(np.float64) / total).astype(np.float32)
+    """(indices int64, weights float32) of `text`: its distinct buckets in ascending order, each
+    with weight 1.0 (steps 1-5). Both are empty for a text without tokens."""
+    hashes = word_hashes(tokenize(text, settings.max_tokens))
+    indices = np.unique(hashes.astype(np.int64) % settings.buckets)
+    return indices, np.ones(len(indices), dtype=np.float32)
 
 
 def document_features_naive(text: str, settings: FeatureSettings = FeatureSettings()) -> tuple[list[int], list[float]]:
-    """The same as document_features, one n-gram and one byte at a time: the tests' reference."""
-    counts: dict[int, int] = {}
-    for gram in ngrams(tokenize(text, settings.max_tokens)):
-        bucket = fnv1a32(gram.encode("utf-8")) % settings.buckets
-        counts[bucket] = counts.get(bucket, 0) + 1
-    total = sum(counts.values())
-    indices = sorted(counts)
-    return indices, [float(np.float32(counts[i] / total)) for i in indices]
+    """The same as document_features, one word and one byte at a time: the tests' reference."""
+    buckets = {fnv1a32(word.encode("utf-8")) % settings.buckets for word in words(tokenize(text, settings.max_tokens))}
+    indices = sorted(buckets)
+    return indices, [1.0] * len(indices)
 
 
 def pad_batch(features: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:

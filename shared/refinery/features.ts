@@ -1,34 +1,35 @@
 /**
- * Hashed word n-gram features of a document, the input of the refinery's quality classifier.
+ * Hashed word features of a document, the input of the refinery's quality classifier.
  *
- * THE SHARED DEFINITION. batch-jobs/refinery-classifier/features.py computes the same thing for
- * training; both files carry this text, and test/unit/refinery-classifier.test.ts checks that both
- * give identical indices and weights for the same texts.
+ * THE SHARED DEFINITION (v2). batch-jobs/refinery-classifier/features.py computes the same thing
+ * for training; both files carry this text, and test/unit/refinery-classifier.test.ts checks that
+ * both give identical indices and weights for the same texts.
  *
  * 1. Normalise: Unicode NFKC, then lower case by Unicode's default full case mapping with no locale
  *    (Python's str.lower, JavaScript's String.prototype.toLowerCase).
  * 2. Tokens: the maximal runs of code points whose General Category is a letter (L*), a mark (M*)
  *    or a number (N*); every other code point separates tokens. Only the first `maxTokens` tokens
  *    are used.
- * 3. N-grams: every token (unigram) and every pair of adjacent tokens joined by one space (bigram
- *    "a b"), both taken from the first `maxTokens` tokens: n tokens give n + (n - 1) n-grams.
- * 4. Bucket: FNV-1a 32-bit (offset basis 0x811C9DC5, prime 0x01000193) over the n-gram's UTF-8
+ * 3. Words: every token (unigram) of the first `maxTokens` tokens; no bigrams.
+ * 4. Bucket: FNV-1a 32-bit (offset basis 0x811C9DC5, prime 0x01000193) over the word's UTF-8
  *    bytes, modulo `buckets`. Tokens never hold a surrogate, so the UTF-8 is always well defined.
- * 5. Weights: n-grams falling in the same bucket are counted together; bucket j with count c_j has
- *    weight c_j / sum_k c_k (the n-gram frequencies, so the model's weighted sum is a mean),
- *    computed in float64 and rounded once to float32: the sum is an exact integer and the
- *    division correctly rounded, so both languages get the same float32 bits. A document is its
- *    (bucket, weight) pairs in ascending bucket order; a document without tokens has none.
+ * 5. Weights: presence. Every bucket that at least one word falls in has weight 1.0 (exact in
+ *    float32 in both languages), however often its words occur. A document is its (bucket, 1.0)
+ *    pairs in ascending bucket order; a document without tokens has none.
+ *
+ * Why presence of unigrams (v1 was unigrams + bigrams weighted by their frequency): the model's
+ * weighted sum is then a sum over the distinct words a document holds, so each piece of evidence
+ * adds to the score instead of being diluted by the rest of the page, and repeating a word adds
+ * nothing. features.py and model.py's header give the measured figures.
  *
  * Unicode versions: Python 3.11's database is Unicode 14.0, Node 22's is newer. For every code
  * point assigned in Unicode 14.0 the two agree on the category, the lower case and the NFKC form
  * (checked over the whole code space when this was written); a character assigned later can be a
  * token character here and a separator in Python. Such characters are a vanishing part of web
- * text, and a difference only moves a few n-grams of the documents that hold them.
+ * text, and a difference only moves a few words of the documents that hold them.
  *
  * Cost: one pass over the text for the normalisation and the tokens, then the bytes of each
- * n-gram hashed once. A bigram's hash continues its first token's hash over " " and the second
- * token, so nothing is concatenated, and UTF-8 bytes come from the code points directly.
+ * word hashed once, UTF-8 bytes taken from the code points directly.
  */
 import { ConfigError } from '../errors.ts';
 
@@ -119,42 +120,16 @@ export function fnv1a32(text: string): number {
   return fnv1a32Continue(FNV_OFFSET_BASIS, text);
 }
 
-const SPACE_HASH_STEP = (h: number): number => Math.imul(h ^ 0x20, FNV_PRIME);
-
 /** Steps 1-5: the features of `text` under `settings`. */
 export function documentFeatures(text: string, settings: FeatureSettings): DocumentFeatures {
   const tokens = tokenize(text, settings.maxTokens);
   const n = tokens.length;
   if (n === 0) return { indices: new Int32Array(0), weights: new Float32Array(0) };
   const buckets = settings.buckets;
-  const all = new Int32Array(2 * n - 1);
-  let previous = 0;
-  for (let i = 0; i < n; i++) {
-    const token = tokens[i]!;
-    const hash = fnv1a32(token);
-    all[i] = hash % buckets;
-    if (i > 0) all[n + i - 1] = fnv1a32Continue(SPACE_HASH_STEP(previous), token) % buckets;
-    previous = hash;
-  }
+  const all = new Int32Array(n);
+  for (let i = 0; i < n; i++) all[i] = fnv1a32(tokens[i]!) % buckets;
   all.sort();
   let distinct = 0;
-  for (let i = 0; i < all.length; i++) if (i === 0 || all[i] !== all[i - 1]) distinct++;
-  const indices = new Int32Array(distinct);
-  const weights = new Float32Array(distinct);
-  const total = all.length;
-  let k = -1;
-  let count = 0;
-  for (let i = 0; i <= all.length; i++) {
-    if (i < all.length && i > 0 && all[i] === all[i - 1]) {
-      count++;
-      continue;
-    }
-    if (k >= 0) weights[k] = count / total; // float64 division, rounded once to float32 on store
-    if (i < all.length) {
-      k++;
-      indices[k] = all[i]!;
-      count = 1;
-    }
-  }
-  return { indices, weights };
+  for (let i = 0; i < n; i++) if (i === 0 || all[i] !== all[i - 1]) all[distinct++] = all[i]!;
+  return { indices: all.slice(0, distinct), weights: new Float32Array(distinct).fill(1) };
 }

@@ -11,9 +11,9 @@
  *
  * Memory: documents are featurised and run `batchSize` at a time. A batch costs about
  * batchSize x pairs x (12 + 4 x dim) bytes in onnxruntime (int64 index, float32 weight, and the
- * gathered dim-wide rows before they are summed), pairs being the batch's most distinct n-grams
- * (at most 2 x maxTokens - 1): with the defaults (maxTokens 2,000, dim 16) at most about 300 KB
- * per document, so a batch of 64 stays under 20 MB whatever the documents' length.
+ * gathered dim-wide rows before they are summed), pairs being the batch's most distinct words
+ * (at most maxTokens): with the defaults (maxTokens 2,000, dim 16) at most about 150 KB per
+ * document, so a batch of 64 stays under 10 MB whatever the documents' length.
  *
  * One thread by default: a scoring Lambda has about one core.
  */
