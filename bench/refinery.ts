@@ -87,7 +87,7 @@ export async function measureDocuments(docs: readonly BenchDocument[], corpus: s
     'c4-quality': config.c4Quality,
     'fineweb-quality': config.finewebQuality,
   };
-  // Warm up: the language model's tables and the WebAssembly hash load on first use.
+  // Warm up: the language model's tables load on first use, and the first calls compile.
   applyFilters(docs[0]!.text, config);
   const hasher = await createMinHasher();
   hasher.signature(docs[0]!.text);

@@ -23,8 +23,10 @@
  * one pair in 19 at s = 0.5 is still merged (0.9 % at s = 0.4).
  *
  * Hashing, and how it collides.
- * - Each shingle is hashed once by two xxHash32 passes with different seeds over its UTF-8 bytes
- *   (xxhash-wasm: WebAssembly, no native build, the same on every Node version). The pair (lo, hi)
+ * - Each shingle is hashed by xxHash32 under two seeds over its UTF-8 bytes, both in one pass
+ *   over the bytes (xxHash32Pair below, plain JavaScript; the tests check it bit for bit against
+ *   xxhash-wasm's h32Raw, which it replaced to save two WebAssembly calls and a subarray per
+ *   shingle). The pair (lo, hi)
  *   is the shingle's 64-bit identity: two distinct shingles agree on all 112 values only if both
  *   32-bit hashes collide, about 2^-63 per pair of shingles (one bit of hi is forced odd below).
  *   A single 64-bit xxHash64 would be as good, but it returns a BigInt, which made signatures four
@@ -45,7 +47,6 @@
  * its signature is all 0xffffffff, so empty documents match each other (they are exact duplicates
  * anyway, and exact dedup runs first).
  */
-import xxhash from 'xxhash-wasm';
 import { ConfigError } from '../errors.ts';
 import { sha256Hex } from '../json.ts';
 import { normalizeText } from './normalize.ts';
@@ -110,16 +111,16 @@ export function exactDuplicates(documents: readonly RefineryDocument[]): DedupRe
 // ---------------------------------------------------------------------------------------------
 // MinHash signatures
 
-/** Computes MinHash signatures; made once per process (it loads a WebAssembly module). */
+/** Computes MinHash signatures; one per process is enough (it holds only scratch space). */
 export interface MinHasher {
   /** The 112 MinHash values of the text's normalised word 5-grams. */
   signature(text: string): Uint32Array;
 }
 
-/** A MinHasher, after loading the xxHash WebAssembly module (a few milliseconds, once). */
+/** A MinHasher. Asynchronous because it once loaded a WebAssembly module; callers still await it. */
 export async function createMinHasher(): Promise<MinHasher> {
-  const { h32Raw } = await xxhash();
   const encoder = new TextEncoder();
+  const pair = new Uint32Array(2);
   return {
     signature(text: string): Uint32Array {
       const signature = new Uint32Array(MINHASH_VALUES).fill(0xffffffff);
@@ -132,9 +133,9 @@ export async function createMinHasher(): Promise<MinHasher> {
       for (let first = 0; first < shingles; first++) {
         const last = first + SHINGLE_WORDS;
         const end = last < starts.length ? starts[last]! - 1 : bytes.length;
-        const shingle = bytes.subarray(starts[first]!, end);
-        let value = h32Raw(shingle, SEED_LO) | 0;
-        const step = h32Raw(shingle, SEED_HI) | 1;
+        xxHash32Pair(bytes, starts[first]!, end, SEED_LO, SEED_HI, pair);
+        let value = pair[0]! | 0;
+        const step = pair[1]! | 1;
         for (let i = 0; i < MINHASH_VALUES; i++) {
           const hashed = fmix32(value);
           if (hashed < signature[i]!) signature[i] = hashed;
@@ -144,6 +145,89 @@ export async function createMinHasher(): Promise<MinHasher> {
       return signature;
     },
   };
+}
+
+const PRIME32_1 = 0x9e3779b1;
+const PRIME32_2 = 0x85ebca77;
+const PRIME32_3 = 0xc2b2ae3d;
+const PRIME32_4 = 0x27d4eb2f;
+const PRIME32_5 = 0x165667b1;
+
+/**
+ * xxHash32 (Yann Collet's reference algorithm) of bytes[start, end) under two seeds, computed in
+ * one pass: out[0] under seedA, out[1] under seedB, each equal to xxhash-wasm's h32Raw of that
+ * subarray and seed. All arithmetic is modulo 2^32 (Math.imul, | 0).
+ */
+export function xxHash32Pair(bytes: Uint8Array, start: number, end: number, seedA: number, seedB: number, out: Uint32Array): void {
+  const length = end - start;
+  let at = start;
+  let a: number;
+  let b: number;
+  if (length >= 16) {
+    let a1 = (seedA + PRIME32_1 + PRIME32_2) | 0;
+    let a2 = (seedA + PRIME32_2) | 0;
+    let a3 = seedA | 0;
+    let a4 = (seedA - PRIME32_1) | 0;
+    let b1 = (seedB + PRIME32_1 + PRIME32_2) | 0;
+    let b2 = (seedB + PRIME32_2) | 0;
+    let b3 = seedB | 0;
+    let b4 = (seedB - PRIME32_1) | 0;
+    const limit = end - 16;
+    while (at <= limit) {
+      const w1 = readUint32(bytes, at);
+      const w2 = readUint32(bytes, at + 4);
+      const w3 = readUint32(bytes, at + 8);
+      const w4 = readUint32(bytes, at + 12);
+      a1 = round(a1, w1);
+      a2 = round(a2, w2);
+      a3 = round(a3, w3);
+      a4 = round(a4, w4);
+      b1 = round(b1, w1);
+      b2 = round(b2, w2);
+      b3 = round(b3, w3);
+      b4 = round(b4, w4);
+      at += 16;
+    }
+    a = (rotl(a1, 1) + rotl(a2, 7) + rotl(a3, 12) + rotl(a4, 18)) | 0;
+    b = (rotl(b1, 1) + rotl(b2, 7) + rotl(b3, 12) + rotl(b4, 18)) | 0;
+  } else {
+    a = (seedA + PRIME32_5) | 0;
+    b = (seedB + PRIME32_5) | 0;
+  }
+  a = (a + length) | 0;
+  b = (b + length) | 0;
+  for (; at + 4 <= end; at += 4) {
+    const word = Math.imul(readUint32(bytes, at), PRIME32_3);
+    a = Math.imul(rotl((a + word) | 0, 17), PRIME32_4);
+    b = Math.imul(rotl((b + word) | 0, 17), PRIME32_4);
+  }
+  for (; at < end; at++) {
+    const byte = Math.imul(bytes[at]!, PRIME32_5);
+    a = Math.imul(rotl((a + byte) | 0, 11), PRIME32_1);
+    b = Math.imul(rotl((b + byte) | 0, 11), PRIME32_1);
+  }
+  out[0] = avalanche(a);
+  out[1] = avalanche(b);
+}
+
+function readUint32(bytes: Uint8Array, at: number): number {
+  return bytes[at]! | (bytes[at + 1]! << 8) | (bytes[at + 2]! << 16) | (bytes[at + 3]! << 24);
+}
+
+function rotl(value: number, bits: number): number {
+  return (value << bits) | (value >>> (32 - bits));
+}
+
+function round(accumulator: number, word: number): number {
+  return Math.imul(rotl((accumulator + Math.imul(word, PRIME32_2)) | 0, 13), PRIME32_1);
+}
+
+function avalanche(input: number): number {
+  let h = input ^ (input >>> 15);
+  h = Math.imul(h, PRIME32_2);
+  h ^= h >>> 13;
+  h = Math.imul(h, PRIME32_3);
+  return (h ^ (h >>> 16)) >>> 0;
 }
 
 /** MurmurHash3's 32-bit finaliser: a bijection on 32 bits with full avalanche. */

@@ -20,7 +20,7 @@
  * Words, lines and sentences are cut as `text.ts` describes; each ratio below says what it is
  * over. Thresholds are "drop when beyond": a ratio exactly at its limit is kept.
  */
-import { detectAll } from 'tinyld';
+import { cleanString, detectAll } from 'tinyld';
 import { z } from 'zod';
 import { ConfigError } from '../errors.ts';
 import { parseOrThrow } from '../schema.ts';
@@ -122,13 +122,107 @@ export const LanguageParams = z
 export type LanguageParams = z.output<typeof LanguageParams>;
 
 export const languageFilter: DocumentFilter<LanguageParams, 'language'> = defineFilter('language', 1, LanguageParams, ({ text }, params, drop) => {
-  // Lines are joined so that the detector reads the document as prose.
-  const [top] = detectAll(text.replace(/\s*\n\s*/g, ' '));
+  const [top] = detectProseLanguages(text);
   if (!top) return drop('language', 'no language detected');
   if (!params.languages.includes(top.lang)) return drop('language', `detected ${top.lang} (${top.accuracy.toFixed(2)})`);
   if (top.accuracy < params.minConfidence) return drop('language_confidence', `${top.lang} confidence ${top.accuracy.toFixed(2)} < ${params.minConfidence}`);
   return KEPT;
 });
+
+/** What tinyld's detectAll returns: candidate languages, best first. */
+export type LanguageCandidates = ReturnType<typeof detectAll>;
+
+/**
+ * tinyld 1.3.4's piece separator, copied from its source: detectAll splits the text with it (the
+ * captured separator becomes a piece of its own), cleans every piece with cleanString, and scores
+ * only the 7 longest cleaned pieces, longest first, ties in text order. Changing tinyld's version
+ * needs this checked again: test/unit/refinery-language.test.ts compares against detectAll.
+ */
+export const TINYLD_SEPARATOR = /([,，、。!¿?！？":;()「」{}„“«»”"“<>⋯《》*]|[.[\]\\])+/;
+/** The characters TINYLD_SEPARATOR matches, all in the BMP; a table by code unit scans for them without a match object per piece. */
+export const TINYLD_SEPARATOR_CHARS = ',，、。!¿?！？":;()「」{}„“«»”"“<>⋯《》*.[]\\';
+const IS_SEPARATOR = new Uint8Array(0x10000);
+for (const char of TINYLD_SEPARATOR_CHARS) IS_SEPARATOR[char.charCodeAt(0)] = 1;
+const TINYLD_SCORED_PIECES = 7;
+/** A run of whitespace holding a line break: the language rule reads lines joined by one space. */
+const LINE_BREAK = /\s*\n\s*/g;
+/** The one character whose lower case is longer (U+0130 becomes "i" and a combining dot). */
+const LENGTHENS_WHEN_LOWERED = '\u0130';
+
+/**
+ * Exactly what detectAll gives on `text` with each line break, and the whitespace around it, made
+ * one space (so that it reads the document as prose), cleaning only the pieces that can be
+ * scored rather than the whole text. detectAll cleans every piece of the text and then scores only the 7
+ * longest; cleaning never lengthens a piece (it lower-cases, turns punctuation into spaces, drops
+ * digits, collapses and trims whitespace), so a piece whose raw length is below the 7th longest
+ * cleaned length cannot be scored, and is never cleaned here. Only U+0130 lengthens when
+ * lower-cased; a text holding it takes detectAll's own path. The pieces chosen are handed to
+ * detectAll again, in order, separated so that its split gives back exactly them: it cleans them
+ * once more (cleaning is idempotent) and scores them as it would have.
+ */
+export function detectProseLanguages(text: string): LanguageCandidates {
+  if (text.includes(LENGTHENS_WHEN_LOWERED)) return detectAll(text.replace(LINE_BREAK, ' '));
+  // The pieces String.prototype.split(TINYLD_SEPARATOR) would give, as [start, end) offsets in
+  // the text: the text between separator runs, and each run's captured (last) character.
+  const bounds: number[] = [];
+  let from = 0;
+  for (let at = 0; at < text.length; at++) {
+    if (IS_SEPARATOR[text.charCodeAt(at)] === 0) continue;
+    let end = at + 1;
+    while (end < text.length && IS_SEPARATOR[text.charCodeAt(end)] === 1) end++;
+    bounds.push(from, at, end - 1, end);
+    from = end;
+    at = end - 1;
+  }
+  bounds.push(from, text.length);
+  const pieces = bounds.length / 2;
+  const rawLengths: number[] = new Array(pieces);
+  for (let piece = 0; piece < pieces; piece++) rawLengths[piece] = bounds[2 * piece + 1]! - bounds[2 * piece]!;
+  const cleaned: (string | undefined)[] = new Array(pieces);
+
+  // Clean every piece at least `threshold` long, lowering the threshold until no uncleaned piece
+  // (whose cleaned length is at most its raw length, below the threshold) can reach the 7 longest.
+  let threshold = kthLargest(rawLengths, TINYLD_SCORED_PIECES);
+  for (;;) {
+    for (let piece = 0; piece < pieces; piece++)
+      if (cleaned[piece] === undefined && rawLengths[piece]! >= threshold)
+        cleaned[piece] = cleanString(text.slice(bounds[2 * piece], bounds[2 * piece + 1]).replace(LINE_BREAK, ' '));
+    if (threshold <= 1) break;
+    const lengths: number[] = [];
+    for (const piece of cleaned) if (piece) lengths.push(piece.length);
+    const kth = kthLargest(lengths, TINYLD_SCORED_PIECES);
+    if (lengths.length >= TINYLD_SCORED_PIECES && kth >= threshold) break;
+    threshold = lengths.length >= TINYLD_SCORED_PIECES ? kth : threshold >> 1;
+  }
+
+  const chosen: number[] = [];
+  for (let piece = 0; piece < pieces; piece++) if (cleaned[piece]) chosen.push(piece);
+  chosen.sort((a, b) => cleaned[b]!.length - cleaned[a]!.length || a - b);
+  // " . " splits into pieces that clean to nothing; a piece that is itself a separator character
+  // (a bracket) stands alone between spaces, so detectAll's split captures it as before.
+  return detectAll(
+    chosen
+      .slice(0, TINYLD_SCORED_PIECES)
+      .map((piece) => cleaned[piece])
+      .join(' . '),
+  );
+}
+
+/** The k-th largest of `values` (1-based); 0 when there are fewer than k. */
+function kthLargest(values: readonly number[], k: number): number {
+  if (values.length < k) return 0;
+  const top: number[] = [];
+  for (const value of values) {
+    if (top.length === k && value <= top[k - 1]!) continue;
+    let at = top.length === k ? k - 1 : top.length;
+    while (at > 0 && top[at - 1]! < value) {
+      top[at] = top[at - 1]!;
+      at--;
+    }
+    top[at] = value;
+  }
+  return top[k - 1]!;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Gopher quality (the MassiveText rules of Rae et al. 2021, as FineWeb ran them).

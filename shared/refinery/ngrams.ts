@@ -1,20 +1,21 @@
 /**
  * Word n-gram statistics for the repetition rule, exact and in time linear in the number of words.
  *
- * Each distinct word gets a small integer id. For one n, every position's n-gram is found in a
- * hash table of positions (open addressing over typed arrays) keyed by a rolling polynomial hash
- * of its ids; two positions are the same n-gram only when their n ids are equal, so a hash
- * collision costs a comparison and never miscounts. Per position that is O(1) expected work plus
- * an n-id comparison on a hit; a 100,000-word document takes milliseconds per n. A naive version
- * keyed by the joined words is in the tests, and agrees.
+ * Each distinct word gets a small integer id. The n-grams are found for n = 1, 2, 3, ... in turn:
+ * two positions start the same n-gram exactly when they start the same (n-1)-gram and the word
+ * n-1 places on is the same. So with each (n-1)-gram named by the position where it first occurs,
+ * an n-gram is the pair (that position, the next word's id), looked up in a hash table of
+ * positions (open addressing over typed arrays). Two positions are the same n-gram only when both
+ * numbers of the pair are equal, so a hash collision costs a comparison and never miscounts. Each
+ * n costs O(1) expected work per position whatever n is, and the rule's nine n (2 to 10) share
+ * the chain (ngramFirsts caches it per word sequence). A naive version keyed by the joined words
+ * is in the tests, and agrees.
  */
 import { charLength } from './text.ts';
 
-/** 2^31 - 1, prime; with a base below 2^21 every product stays below 2^53, exact in a double. */
-const PRIME = 2_147_483_647;
-const BASE = 1_000_003;
-/** 2^32 / golden ratio: spreads the hash over the table's slots (Fibonacci hashing). */
+/** 2^32 / golden ratio and a second odd constant: spread the pair over the table's slots. */
 const SPREAD = 0x9e3779b1;
+const SPREAD_NEXT = 0x85ebca77;
 
 /** A document's words as ids, with each word's length in characters. */
 export interface WordSequence {
@@ -28,17 +29,20 @@ export function toWordSequence(words: readonly string[]): WordSequence {
   const idOf = new Map<string, number>();
   const ids = new Int32Array(words.length);
   const chars = new Int32Array(words.length);
+  // charsOfId[id]: a word's length, counted once per distinct word.
+  const charsOfId = new Int32Array(words.length + 1);
   let totalChars = 0;
   for (let i = 0; i < words.length; i++) {
     const word = words[i]!;
     let id = idOf.get(word);
     if (id === undefined) {
-      // Ids start at 1 so that no word hashes like an absent one.
+      // Ids start at 1, as they always have; any distinct integers would do.
       id = idOf.size + 1;
       idOf.set(word, id);
+      charsOfId[id] = charLength(word);
     }
     ids[i] = id;
-    chars[i] = charLength(word);
+    chars[i] = charsOfId[id]!;
     totalChars += chars[i]!;
   }
   return { ids, chars, totalChars };
@@ -49,8 +53,35 @@ export function toWordSequence(words: readonly string[]): WordSequence {
  * when it is the first). Length: words - n + 1, or 0 when the document is shorter than n.
  */
 export function firstOccurrences(ids: Int32Array, n: number): Int32Array {
+  if (n < 1 || ids.length - n + 1 <= 0) return new Int32Array(0);
+  let first = extendFirsts(undefined, ids, 1);
+  for (let k = 2; k <= n; k++) first = extendFirsts(first, ids, k);
+  return first;
+}
+
+/** The n-gram firsts of a sequence, computed once per n along the chain and kept with it. */
+const firstsOf = new WeakMap<WordSequence, Int32Array[]>();
+
+/** firstOccurrences(words.ids, n), sharing the chain 1..n between calls on the same sequence. */
+export function ngramFirsts(words: WordSequence, n: number): Int32Array {
+  if (n < 1 || words.ids.length - n + 1 <= 0) return new Int32Array(0);
+  let chain = firstsOf.get(words);
+  if (!chain) {
+    chain = [];
+    firstsOf.set(words, chain);
+  }
+  // chain[k - 1] holds the k-gram firsts.
+  while (chain.length < n) chain.push(extendFirsts(chain[chain.length - 1], words.ids, chain.length + 1));
+  return chain[n - 1]!;
+}
+
+/**
+ * The n-gram firsts from the (n-1)-gram firsts `previous` (absent for n = 1, where every position
+ * is the same empty prefix): the n-gram at `start` is the pair (previous[start], ids[start + n - 1]).
+ */
+function extendFirsts(previous: Int32Array | undefined, ids: Int32Array, n: number): Int32Array {
   const count = ids.length - n + 1;
-  if (n < 1 || count <= 0) return new Int32Array(0);
+  if (count <= 0) return new Int32Array(0);
   let bits = 1;
   while (1 << bits < count * 2) bits++;
   const shift = 32 - bits;
@@ -58,19 +89,12 @@ export function firstOccurrences(ids: Int32Array, n: number): Int32Array {
   // slots[i] = 1 + the first position of an n-gram, 0 for an empty slot.
   const slots = new Int32Array(1 << bits);
   const first = new Int32Array(count);
-
-  // base^(n-1), to take the leaving word out of the rolling hash.
-  let lead = 1;
-  for (let i = 1; i < n; i++) lead = (lead * BASE) % PRIME;
-  let hash = 0;
-  for (let i = 0; i < n; i++) hash = (hash * BASE + ids[i]!) % PRIME;
-
+  const last = n - 1;
   for (let start = 0; start < count; start++) {
-    if (start > 0) {
-      const leaving = (ids[start - 1]! * lead) % PRIME;
-      hash = (((hash - leaving + PRIME) % PRIME) * BASE + ids[start + n - 1]!) % PRIME;
-    }
-    let slot = Math.imul(hash, SPREAD) >>> shift;
+    const prefix = previous === undefined ? 0 : previous[start]!;
+    const next = ids[start + last]!;
+    let slot = (Math.imul(prefix, SPREAD) ^ Math.imul(next, SPREAD_NEXT)) >>> 0;
+    slot = Math.imul(slot ^ (slot >>> 15), SPREAD) >>> shift;
     for (;;) {
       const held = slots[slot]!;
       if (held === 0) {
@@ -78,19 +102,15 @@ export function firstOccurrences(ids: Int32Array, n: number): Int32Array {
         first[start] = start;
         break;
       }
-      if (sameNgram(ids, held - 1, start, n)) {
-        first[start] = held - 1;
+      const at = held - 1;
+      if (ids[at + last] === next && (previous === undefined || previous[at] === prefix)) {
+        first[start] = at;
         break;
       }
       slot = (slot + 1) & mask;
     }
   }
   return first;
-}
-
-function sameNgram(ids: Int32Array, a: number, b: number, n: number): boolean {
-  for (let k = 0; k < n; k++) if (ids[a + k] !== ids[b + k]) return false;
-  return true;
 }
 
 /**
@@ -100,7 +120,7 @@ function sameNgram(ids: Int32Array, a: number, b: number, n: number): boolean {
  */
 export function topNgramCharFraction(words: WordSequence, n: number): number {
   if (words.totalChars === 0) return 0;
-  const first = firstOccurrences(words.ids, n);
+  const first = ngramFirsts(words, n);
   const counts = new Int32Array(first.length);
   let topCount = 1;
   let topStart = -1;
@@ -124,7 +144,7 @@ export function topNgramCharFraction(words: WordSequence, n: number): number {
  */
 export function duplicateNgramCharFraction(words: WordSequence, n: number): number {
   if (words.totalChars === 0) return 0;
-  const first = firstOccurrences(words.ids, n);
+  const first = ngramFirsts(words, n);
   let duplicateChars = 0;
   let coveredUntil = 0;
   for (let start = 0; start < first.length; start++) {

@@ -51,7 +51,15 @@ export function hasLetter(word: string): boolean {
 
 /** `word` without leading and trailing punctuation and symbols ("(insurance?)" -> "insurance"). */
 export function stripPunctuation(word: string): string {
+  // A word that starts and ends with an ASCII letter or digit has nothing to strip: answer those
+  // without the regular expression.
+  if (isAsciiAlphanumeric(word.charCodeAt(0)) && isAsciiAlphanumeric(word.charCodeAt(word.length - 1))) return word;
   return word.replace(EDGE_PUNCTUATION, '');
+}
+
+function isAsciiAlphanumeric(code: number): boolean {
+  const lower = code | 0x20;
+  return (lower >= 0x61 && lower <= 0x7a) || (code >= 0x30 && code <= 0x39);
 }
 
 /** `word` lower-cased, without leading and trailing punctuation and symbols ("The," -> "the"). */

@@ -1,6 +1,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import xxhash from 'xxhash-wasm';
 import {
+  xxHash32Pair,
   bandKeys,
   bucketPairs,
   clusterDuplicates,
@@ -11,6 +13,7 @@ import {
   exactDuplicates,
   MINHASH_BANDS,
   MINHASH_ROWS,
+  MINHASH_VALUES,
   nearDuplicates,
   SHINGLE_WORDS,
   type RefineryDocument,
@@ -398,3 +401,69 @@ describe('signature shard serialisation', () => {
     );
   });
 });
+
+describe('xxHash32Pair', () => {
+  it('equals xxhash-wasm h32Raw bit for bit under both seeds, on random bytes of every length to 300 and some longer', async () => {
+    const { h32Raw } = await xxhash();
+    const random = seededRandom(2024);
+    const out = new Uint32Array(2);
+    const lengths = [...Array.from({ length: 301 }, (_, i) => i), 1000, 4095, 4096, 65_537];
+    for (const length of lengths) {
+      for (let trial = 0; trial < 4; trial++) {
+        // The bytes sit inside a larger buffer, at a random offset, as shingles do.
+        const offset = randomInt(random, 8);
+        const buffer = new Uint8Array(offset + length + randomInt(random, 8));
+        for (let i = 0; i < buffer.length; i++) buffer[i] = randomInt(random, 256);
+        const seeds = trial === 0 ? [0x5bd1e995, 0x27d4eb2f] : [randomInt(random, 2 ** 32), trial === 1 ? 0 : randomInt(random, 2 ** 32)];
+        xxHash32Pair(buffer, offset, offset + length, seeds[0]!, seeds[1]!, out);
+        const bytes = buffer.subarray(offset, offset + length);
+        assert.equal(out[0], h32Raw(bytes, seeds[0]!), `length ${length}, seed ${seeds[0]}`);
+        assert.equal(out[1], h32Raw(bytes, seeds[1]!), `length ${length}, seed ${seeds[1]}`);
+      }
+    }
+  });
+
+  it('gives the signatures the two h32Raw calls per shingle gave', async () => {
+    const { h32Raw } = await xxhash();
+    const hasher = await createMinHasher();
+    const encoder = new TextEncoder();
+    const random = seededRandom(31);
+    const texts = [
+      '',
+      'one',
+      'two words',
+      'Ünïcödé, ΣΟΦΟΣ and 日本語 text with ﬁ ligatures',
+      ...Array.from({ length: 30 }, () => randomDocument(random, 1 + randomInt(random, 400))),
+    ];
+    for (const text of texts) {
+      // The signature as createMinHasher computed it with xxhash-wasm.
+      const expected = new Uint32Array(MINHASH_VALUES).fill(0xffffffff);
+      const bytes = encoder.encode(normalizeText(text));
+      if (bytes.length > 0) {
+        const starts = [0];
+        for (let i = 0; i < bytes.length; i++) if (bytes[i] === 0x20) starts.push(i + 1);
+        for (let first = 0; first < Math.max(1, starts.length - 4); first++) {
+          const end = first + 5 < starts.length ? starts[first + 5]! - 1 : bytes.length;
+          const shingle = bytes.subarray(starts[first]!, end);
+          let value = h32Raw(shingle, 0x5bd1e995) | 0;
+          const step = h32Raw(shingle, 0x27d4eb2f) | 1;
+          for (let i = 0; i < MINHASH_VALUES; i++) {
+            const hashed = murmurFinaliser(value);
+            if (hashed < expected[i]!) expected[i] = hashed;
+            value = (value + step) | 0;
+          }
+        }
+      }
+      assert.deepEqual(hasher.signature(text), expected, text.slice(0, 60));
+    }
+  });
+});
+
+/** MurmurHash3's fmix32, as dedup.ts applies it to each of the 112 hash functions. */
+function murmurFinaliser(input: number): number {
+  let h = input ^ (input >>> 16);
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
