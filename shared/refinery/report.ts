@@ -196,8 +196,8 @@ export async function refineryFigures(inputs: ReportInputs) {
     },
   };
 
-  // Dedup reads, against the corpus's bytes.
-  const d = (await readContentAddressed(inputs.dedupUri, 'dedupUri', 'dedup document')) as {
+  // Dedup reads, against the corpus's bytes (fields the loose DedupDoc schema passes through).
+  const d = dedup as unknown as {
     bytesRead: { compact: number; full: number };
     metadataBytesRead: number;
     clusterSizes: Record<string, number>;

@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { readObjectBytes, s3Client } from '../clients/aws.ts';
 import { writeContentAddressed, writeFile, type S3Written } from '../documents.ts';
 import { ConfigError, errorName } from '../errors.ts';
-import { listBenchmarks, selectSuite } from '../evals/benchmarks.ts';
+import { checkBenchmarkData, listBenchmarks, selectSuite } from '../evals/benchmarks.ts';
 import { canonicalJson, sha256Hex } from '../json.ts';
 import { parseOrThrow } from '../schema.ts';
 import { parseS3Uri } from '../s3uri.ts';
@@ -73,39 +73,14 @@ export async function prepareStep(ctx: StoreContext, raw: unknown) {
   const items: BenchmarkItem[] = [];
   for (const entry of suite) {
     const text = (await readObjectBytes(entry.dataUri, `benchmark ${entry.name}.dataUri`)).toString('utf8');
-    text.split('\n').forEach((line, i) => {
-      if (line.trim() === '') return;
-      const row = parseOrThrow(
-        z.object({ id: z.union([z.string(), z.int()]), prompt: z.string(), answer: z.string() }).loose(),
-        JSON.parse(line),
-        `${entry.name} line ${i + 1}`,
-      );
-      items.push({ benchmark: entry.name, version: entry.version, id: row.id, prompt: row.prompt, answer: row.answer });
-    });
+    items.push(...benchmarkItems(text, `${entry.name}`, entry.name, entry.version));
   }
   const extra: { name: string; sha256: string }[] = [];
   for (const [n, set] of request.extra.entries()) {
     const bytes = await readObjectBytes(`s3://${ctx.bucket}/${extraSetKey(set)}`, `decontamination.extra[${n}]`);
     const name = `extra-${set}`;
     extra.push({ name, sha256: sha256Hex(bytes) });
-    bytes
-      .toString('utf8')
-      .split('\n')
-      .forEach((line, i) => {
-        if (line.trim() === '') return;
-        let parsed: unknown;
-        try {
-          parsed = JSON.parse(line);
-        } catch {
-          throw new ConfigError(`decontamination.extra[${n}] line ${i + 1}`, line.slice(0, 80), 'is not JSON');
-        }
-        const row = parseOrThrow(
-          z.object({ id: z.union([z.string(), z.int()]), prompt: z.string(), answer: z.string() }).loose(),
-          parsed,
-          `decontamination.extra[${n}] line ${i + 1}`,
-        );
-        items.push({ benchmark: name, version: 1, id: row.id, prompt: row.prompt, answer: row.answer });
-      });
+    items.push(...benchmarkItems(bytes.toString('utf8'), `decontamination.extra[${n}]`, name, 1));
   }
   const benchmarks = [
     ...suite.map((e) => ({ name: e.name, version: e.version, dataSha256: e.dataSha256 })),
@@ -124,6 +99,18 @@ export async function prepareStep(ctx: StoreContext, raw: unknown) {
     benchmarks: benchmarks.slice(0, MAX_NAMED_BENCHMARKS),
     benchmarkCount: benchmarks.length,
   };
+}
+
+/** A benchmark file's rows as items, checked as the evals registry checks them (a bad line named). */
+function benchmarkItems(text: string, field: string, benchmark: string, version: number): BenchmarkItem[] {
+  checkBenchmarkData(text, field);
+  return text
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => {
+      const row = JSON.parse(line) as { id: string | number; prompt: string; answer: string };
+      return { benchmark, version, id: row.id, prompt: row.prompt, answer: row.answer };
+    });
 }
 
 /** What identifies the corpus's content in cache keys: its ETag and size (S3), or its URI. */
