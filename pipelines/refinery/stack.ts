@@ -69,7 +69,14 @@ export class RefineryStack extends PipelineStack {
 
     const env = { ...this.functionEnv, [ENV.table]: table.tableName };
     const data = `data/${REFINERY_PIPELINE}/*`;
-    const fn = (fnId: string, entry: string, description: string, memorySize: number, timeout: Duration, extra: { onnxRuntime?: boolean } = {}) =>
+    const fn = (
+      fnId: string,
+      entry: string,
+      description: string,
+      memorySize: number,
+      timeout: Duration,
+      extra: { onnxRuntime?: boolean; languageModel?: boolean } = {},
+    ) =>
       documentFunction(this, fnId, {
         entry: this.handlerEntry(entry),
         description,
@@ -87,7 +94,10 @@ export class RefineryStack extends PipelineStack {
       });
     const prepareFn = fn('Prepare', 'prepare', 'Checks the corpus exists and gathers the benchmarks to decontaminate against', 512, Duration.minutes(2));
     table.grantReadData(prepareFn);
-    const filterFn = fn('Filter', 'filter', "One shard's filters, decontamination and MinHash signatures", 2048, Duration.minutes(10));
+    // The language rule reads fastText's lid.176 model from beside the bundle.
+    const filterFn = fn('Filter', 'filter', "One shard's filters, decontamination and MinHash signatures", 2048, Duration.minutes(10), {
+      languageModel: true,
+    });
     const dedupFn = fn('Dedup', 'dedup', 'Global dedup over every shard’s signatures (no text read)', 3008, Duration.minutes(15));
     const labelFn = fn('Label', 'label', 'Labels a stratified sample of the survivors with Claude, or reads a labels file', 1024, Duration.minutes(15));
     resources.anthropicSecret.grantRead(labelFn);

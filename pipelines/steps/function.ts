@@ -38,13 +38,22 @@ const ONNX_PACKAGES = ['onnxruntime-node', 'onnxruntime-common'] as const;
  */
 const RDKIT_PACKAGES = ['@rdkit/rdkit'] as const;
 
-/** Copies shipped packages next to the bundle, keeping only what Lambda (linux-x64) runs. */
-function shippedPackageHooks(packages: readonly string[]): ICommandHooks {
+/**
+ * fastText's lid.176 language-ID model (the refinery's language rule, shared/refinery/filters.ts):
+ * its path in node_modules, and the name it has beside the bundle, where the rule looks first.
+ * filters.ts exports the same two as LANGUAGE_MODEL_PACKAGE_PATH and LANGUAGE_MODEL_FILE.
+ */
+export const LANGUAGE_MODEL_PACKAGE_PATH = 'fasttext.wasm.js/dist/models/language-identification/assets/lid.176.ftz';
+export const LANGUAGE_MODEL_FILE = 'lid.176.ftz';
+
+/** Copies shipped packages and files next to the bundle, keeping only what Lambda (linux-x64) runs. */
+function shippedPackageHooks(packages: readonly string[], files: readonly { readonly from: string; readonly to: string }[] = []): ICommandHooks {
   return {
     beforeBundling: () => [],
     beforeInstall: () => [],
     afterBundling: (_inputDir: string, outputDir: string) => [
       ...packages.map((p) => `mkdir -p "${outputDir}/node_modules/${p}" && cp -R "${REPO_ROOT}/node_modules/${p}/." "${outputDir}/node_modules/${p}/"`),
+      ...files.map(({ from, to }) => `cp "${REPO_ROOT}/${from}" "${outputDir}/${to}"`),
       // Lambda runs linux-x64 here (Architecture.X86_64): every other platform's binary is dead weight.
       ...(packages.includes('onnxruntime-node')
         ? [
@@ -77,6 +86,12 @@ export interface PipelineFunctionProps {
   readonly onnxRuntime?: boolean;
   /** Ship RDKit's WebAssembly build (@rdkit/rdkit, 7 MB) next to the bundle. Default: false. */
   readonly rdkit?: boolean;
+  /**
+   * Ship fastText's lid.176 model (0.9 MB) next to the bundle, for a function that runs the
+   * refinery's language rule: the rule reads it on first use from beside the running module.
+   * Default: false.
+   */
+  readonly languageModel?: boolean;
   /** Changes the code version on purpose, invalidating cached results of this function. */
   readonly salt?: string;
   /** Description shown in the console. */
@@ -99,6 +114,7 @@ export class PipelineFunction extends NodejsFunction {
       throw new ConfigError('memorySize', memorySize, 'must be between 128 and 10240 MiB');
     }
     const shipped = [...(props.onnxRuntime ? ONNX_PACKAGES : []), ...(props.rdkit ? RDKIT_PACKAGES : [])];
+    const files = props.languageModel ? [{ from: `node_modules/${LANGUAGE_MODEL_PACKAGE_PATH}`, to: LANGUAGE_MODEL_FILE }] : [];
     const logGroup = new LogGroup(scope, `${id}Logs`, {
       retention: props.logRetention ?? RetentionDays.ONE_MONTH,
       removalPolicy: RemovalPolicy.DESTROY,
@@ -126,7 +142,7 @@ export class PipelineFunction extends NodejsFunction {
         keepNames: true,
         // The SDK is bundled at the pinned versions rather than taken from the runtime.
         externalModules: shipped,
-        commandHooks: shipped.length ? shippedPackageHooks(shipped) : undefined,
+        commandHooks: shipped.length || files.length ? shippedPackageHooks(shipped, files) : undefined,
         mainFields: ['module', 'main'],
         banner: "import { createRequire as __createRequire } from 'module'; const require = __createRequire(import.meta.url);",
         forceDockerBundling: false,

@@ -19,6 +19,8 @@ const NON_PUNCTUATION = /[^\p{P}\p{S}\s]/u;
 const LETTER = /\p{L}/u;
 const EDGE_PUNCTUATION = /^[\p{P}\p{S}]+|[\p{P}\p{S}]+$/gu;
 const LETTER_OR_DIGIT = /[\p{L}\p{N}]/u;
+/** Any surrogate code unit, paired or not (no u flag: it matches code units). */
+const SURROGATE = /[\uD800-\uDFFF]/;
 /** Whitespace after . ! or ?, possibly repeated, possibly followed by closing quotes or brackets. */
 const SENTENCE_BREAK = /(?<=[.!?]+["'”’)\]]*)\s+/u;
 
@@ -139,8 +141,15 @@ export class TextView {
   #lines?: string[];
   #nonBlankLines?: string[];
   #paragraphs?: string[];
+  #hasSurrogates?: boolean;
 
   constructor(readonly text: string) {}
+
+  /** Whether the text has a surrogate code unit: without one, every piece's charLength is its length. */
+  get hasSurrogates(): boolean {
+    this.#hasSurrogates ??= SURROGATE.test(this.text);
+    return this.#hasSurrogates;
+  }
 
   /** splitWords(text). */
   get words(): string[] {

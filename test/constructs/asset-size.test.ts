@@ -13,7 +13,8 @@ import { join } from 'node:path';
 import { App, Stack as CdkStack, type Stack } from 'aws-cdk-lib';
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { PipelineFunction } from '#pipelines/steps/function.ts';
+import { LANGUAGE_MODEL_FILE, LANGUAGE_MODEL_PACKAGE_PATH, PipelineFunction } from '#pipelines/steps/function.ts';
+import * as filters from '#shared/refinery/filters.ts';
 import * as cxapi from 'aws-cdk-lib/cx-api';
 import type { CloudAssembly } from 'aws-cdk-lib/cx-api';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
@@ -37,6 +38,15 @@ const STACKS: { readonly id: string; readonly build: (app: App, platform: Platfo
     build: (app) => {
       const stack = new CdkStack(app, 'Onnx');
       new PipelineFunction(stack, 'Inference', { entry: join(REPO_ROOT, 'test/fixtures/onnx/handler.ts'), onnxRuntime: true });
+      return stack;
+    },
+  },
+  // A function that runs the refinery's language rule (fastText's lid.176 model beside the bundle).
+  {
+    id: 'LanguageModel',
+    build: (app) => {
+      const stack = new CdkStack(app, 'LanguageModel');
+      new PipelineFunction(stack, 'Language', { entry: join(REPO_ROOT, 'test/fixtures/refinery-language/handler.ts'), languageModel: true });
       return stack;
     },
   },
@@ -127,6 +137,32 @@ describe('Lambda bundle sizes', () => {
     );
     assert.equal(probe.status, 0, probe.stderr);
     assert.deepEqual(JSON.parse(probe.stdout.trim()), { onnxRuntime: true, tensor: [2] });
+  });
+
+  it("ships fastText's lid.176 beside the bundle, and the bundle's language rule reads it from there", () => {
+    assert.deepEqual([LANGUAGE_MODEL_FILE, LANGUAGE_MODEL_PACKAGE_PATH], [filters.LANGUAGE_MODEL_FILE, filters.LANGUAGE_MODEL_PACKAGE_PATH]);
+    const template = assembly.getStackByName('LanguageModel').template as { Resources: Record<string, TemplateResource> };
+    const [, fn] = Object.entries(template.Resources).find(([, r]) => r.Type === 'AWS::Lambda::Function')!;
+    const asset = join(outdir, String(fn.Metadata![cxapi.ASSET_RESOURCE_METADATA_PATH_KEY]));
+    assert.equal(statSync(join(asset, LANGUAGE_MODEL_FILE)).size, statSync(join(REPO_ROOT, 'node_modules', LANGUAGE_MODEL_PACKAGE_PATH)).size);
+    assert.ok(!existsSync(join(asset, 'node_modules')), 'nothing else ships');
+    // The bundle, as Lambda would load it: from its own folder, with nothing else on the path.
+    const probe = spawnSync(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `const m = await import(${JSON.stringify(join(asset, 'index.mjs'))}); for (const text of [undefined, 'Der Fluss, der durch die alte Marktstadt fließt, hat das Leben der Menschen geprägt.']) console.log(JSON.stringify(await m.handler({ text })));`,
+      ],
+      { cwd: asset, encoding: 'utf8', env: { PATH: process.env.PATH ?? '' } },
+    );
+    assert.equal(probe.status, 0, probe.stderr);
+    const [english, german] = probe.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { keep: boolean; detail?: string });
+    assert.deepEqual(english, { keep: true });
+    assert.ok(german && !german.keep && german.detail?.startsWith('detected de '), JSON.stringify(german));
   });
 
   it('ships RDKit beside the bundle, and the bundle parses and draws a molecule with it', () => {

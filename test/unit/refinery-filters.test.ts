@@ -13,13 +13,14 @@ import {
   FilterConfig,
   type FilterConfigInput,
   finewebQualityFilter,
+  type GopherRepetitionParams,
   gopherQualityFilter,
   gopherRepetitionFilter,
   languageFilter,
   type Removed,
 } from '#shared/refinery/filters.ts';
 import { duplicateNgramCharFraction, firstOccurrences, topNgramCharFraction, toWordSequence } from '#shared/refinery/ngrams.ts';
-import { charLength, countedWords, countSentences, isCountedWord, splitParagraphs, splitWords } from '#shared/refinery/text.ts';
+import { charLength, countedWords, countSentences, isCountedWord, splitParagraphs, splitWords, stripPunctuation } from '#shared/refinery/text.ts';
 import { randomInt, seededRandom } from '#shared/random.ts';
 
 // ---------------------------------------------------------------------------------------------
@@ -135,6 +136,16 @@ describe('refinery n-gram statistics', () => {
         assert.ok(Math.abs(topNgramCharFraction(sequence, n) - naiveTop(words, n)) < 1e-12, `top ${n}-gram, trial ${trial}`);
         assert.ok(Math.abs(duplicateNgramCharFraction(sequence, n) - naiveDuplicate(words, n)) < 1e-12, `duplicate ${n}-gram, trial ${trial}`);
       }
+    }
+  });
+
+  it('never gives a larger repeated-n-gram fraction for a larger n (the repetition rule skips on it)', () => {
+    const random = seededRandom(13);
+    for (let trial = 0; trial < 200; trial++) {
+      const vocabulary = ['a', 'bb', 'ccc', 'dddd', 'ee', 'f', 'gg'].slice(0, 2 + (trial % 6));
+      const sequence = toWordSequence(Array.from({ length: 1 + randomInt(random, 300) }, () => vocabulary[randomInt(random, vocabulary.length)]!));
+      for (let n = 1; n < 12; n++)
+        assert.ok(duplicateNgramCharFraction(sequence, n + 1) <= duplicateNgramCharFraction(sequence, n), `n = ${n}, trial ${trial}`);
     }
   });
 
@@ -291,6 +302,44 @@ describe('gopher-repetition filter', () => {
     assert.equal(reason(apply(stuffed(ten, 2, 100), limits)), 'kept');
     assert.equal(reason(apply(stuffed(ten, 2, 99), limits)), 'duplicate_10gram');
   });
+
+  it('decides as it would measuring every n-gram limit in order (it skips limits a smaller n already meets)', () => {
+    // The rule as it was before the skip: every limit measured, the first one exceeded removes.
+    const everyLimit = (text: string, params: GopherRepetitionParams): string => {
+      const words = toWordSequence(splitWords(text).filter(isCountedWord).map(stripPunctuation));
+      for (const { n, maxCharRatio } of params.topNgrams) if (topNgramCharFraction(words, n) > maxCharRatio) return `top_${n}gram`;
+      for (const { n, maxCharRatio } of params.duplicateNgrams) if (duplicateNgramCharFraction(words, n) > maxCharRatio) return `duplicate_${n}gram`;
+      return 'kept';
+    };
+    const random = seededRandom(17);
+    const limitSets: GopherRepetitionParams['duplicateNgrams'][] = [
+      gopherRepetitionFilter.defaults.duplicateNgrams,
+      // Out of order, equal n, limits that rise with n: the skip must still give the first removal.
+      [
+        { n: 8, maxCharRatio: 0.05 },
+        { n: 5, maxCharRatio: 0.3 },
+        { n: 6, maxCharRatio: 0.02 },
+        { n: 6, maxCharRatio: 0.2 },
+        { n: 3, maxCharRatio: 0.1 },
+        { n: 10, maxCharRatio: 0.4 },
+      ],
+    ];
+    let removed = 0;
+    for (let trial = 0; trial < 400; trial++) {
+      const size = 3 + (trial % 40);
+      const words = Array.from({ length: 20 + randomInt(random, 400) }, () => vocabulary[randomInt(random, size)]!);
+      // Now and then a copied stretch, so that long n-grams repeat too.
+      if (trial % 3 === 0 && words.length > 60) words.splice(30, 0, ...words.slice(0, 5 + randomInt(random, 25)));
+      const text = words.join(' ');
+      for (const duplicateNgrams of limitSets) {
+        const params = { ...gopherRepetitionFilter.defaults, ...REPETITION_OFF, topNgrams: [], duplicateNgrams };
+        const expected = everyLimit(text, params);
+        assert.equal(reason(apply(text, params)), expected, `trial ${trial}`);
+        if (expected !== 'kept') removed++;
+      }
+    }
+    assert.ok(removed > 100 && removed < 700, `${removed} removals: the sample exercises both outcomes`);
+  });
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -438,7 +487,8 @@ describe('applyFilters', () => {
       text: CLEAN_ENGLISH,
       changed: false,
       linesRemoved: {},
-      rules: FILTER_ORDER.map((name) => ({ name, version: 1 })),
+      // The language rule is at version 2 since it became fastText's lid.176.
+      rules: FILTER_ORDER.map((name) => ({ name, version: name === 'language' ? 2 : 1 })),
     });
   });
 
@@ -460,8 +510,9 @@ describe('applyFilters', () => {
     const places = ['London', 'Paris', 'Berlin', 'Madrid', 'Rome', 'Vienna', 'Prague', 'Lisbon', 'Dublin', 'Athens', 'Oslo', 'Warsaw'];
     const services = ['cheap flights to', 'best hotels in', 'car hire in', 'last minute deals for', 'top restaurants in'];
     const farm = services.flatMap((service) => places.map((place) => `- ${service} ${place}`)).join('\n');
-    // Names in a list are no language (English at 0.04); without language ID, the template repeats.
-    assert.equal(removal(applyFilters(farm)), 'language/language_confidence');
+    // The anchor texts are English to language ID (0.86); the repeated template is what catches
+    // the farm, with or without language ID.
+    assert.equal(removal(applyFilters(farm)), 'gopher-repetition/top_4gram');
     const withoutLanguage = { enabled: FILTER_ORDER.filter((name) => name !== 'language') };
     assert.equal(removal(applyFilters(farm, withoutLanguage)), 'gopher-repetition/top_4gram');
   });
@@ -515,7 +566,7 @@ describe('applyFilters', () => {
       () => applyFilters('a'.repeat(1001), { maxDocumentChars: 1000 }),
       /^ConfigError: document: must be at most 1000 characters \(got "1001 characters"\)$/,
     );
-    assert.equal(removal(applyFilters('a'.repeat(1000), { maxDocumentChars: 1000 })), 'language/language');
+    assert.equal(removal(applyFilters('a'.repeat(1000), { maxDocumentChars: 1000 })), 'language/language_confidence');
     assert.throws(() => applyFilters(CLEAN_ENGLISH, { gopherQuality: { minWords: -1 } }), /config\.gopherQuality\.minWords/);
     assert.throws(() => applyFilters(CLEAN_ENGLISH, { enabled: ['gopher'] } as never), /config\.enabled\.0/);
     assert.throws(
