@@ -2,17 +2,22 @@
 
 1. Read the spec: labelsUri (JSONL rows {id, text, score}, score an integer 0-5, from the
    labeler) and the training fields of model.TrainConfig in camelCase (threshold,
-   heldOutFraction, seed, buckets, dim, hidden, epochs, maxTokens, batchSize, learningRate,
-   tableLearningRate, patience, devFraction; all but labelsUri optional).
+   heldOutFraction, seed, buckets, maxTokens, model ("lasso", the default, or "mlp"); the
+   lasso's l1Grid, relaxGrid, cvFolds, lassoIterations; the MLP's dim, hidden, epochs, batchSize,
+   learningRate, tableLearningRate, patience, devFraction; all but labelsUri optional, and the
+   fields of the model not chosen are accepted and ignored).
 2. Download and check the labels: a malformed row, fewer than 20 labels, one score only or all
    on one side of the threshold fail the job with a LabelError naming the field and the value.
 3. Hold out heldOutFraction of the labels by a hash of their id (the same labels always split the
-   same way), train on the rest (seeded; early stopping on a development split of the training
-   labels), and score the held-out labels once.
+   same way), train on the rest (the lasso: its penalty and relaxation chosen by
+   cross-validation over the training labels; the MLP: seeded SGD), and score the held-out
+   labels once.
 4. Upload model.onnx (inputs `indices` int64 [batch, pairs] and `weights` float32 [batch, pairs],
    output `score` float32 [batch]) and metrics.json (held-out accuracy, MAE, keep/drop agreement,
    F1 and confusion at the threshold, the reliability table, the split sizes, the feature and
-   model settings, the training time), and return a small result for the state machine.
+   model settings (for the lasso also the chosen lambda and gamma, the non-zero weights and the
+   cross-validation score of every grid point), the training time), and return a small result
+   for the state machine.
 
 The scoring Lambdas compute features with shared/refinery/features.ts and must use the
 `features` settings of the result (buckets, maxTokens) with this model.

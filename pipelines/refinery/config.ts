@@ -105,8 +105,17 @@ export const RefineryConfig = z
       .prefault({}),
     classifier: z
       .object({
+        /**
+         * lasso: an L1-regularised linear regression over the hashed word-presence features with a
+         * relaxed refit, its penalty chosen by cross-validation on the training labels (the default:
+         * few hundred labels of a rule carried by a limited set of words). mlp: the embedding bag
+         * with a hidden layer (dim, epochs), for labels whose signal is spread over many words.
+         */
+        model: z.enum(['lasso', 'mlp']).default('lasso'),
         buckets: buckets.default(2 ** 18),
+        /** Width of the mlp model's embedding rows (the lasso ignores it). */
         dim: z.int().min(2).max(256).default(16),
+        /** Passes of the mlp model over the labels (the lasso ignores it). */
         epochs: z.int().min(1).max(500).default(40),
         heldOutFraction: z.number().min(0.05).max(0.5).default(0.2),
       })

@@ -222,6 +222,7 @@ export class RefineryStack extends PipelineStack {
           'threshold.$': '$.config.threshold',
           'heldOutFraction.$': '{inputs}.classifier.heldOutFraction',
           'seed.$': '{inputs}.seed',
+          'model.$': '{inputs}.classifier.model',
           'buckets.$': '{inputs}.classifier.buckets',
           'dim.$': '{inputs}.classifier.dim',
           'epochs.$': '{inputs}.classifier.epochs',
