@@ -49,7 +49,7 @@
  */
 import { ConfigError } from '../errors.ts';
 import { sha256Hex } from '../json.ts';
-import { normalizeText } from './normalize.ts';
+import { normalizedUtf8, normalizeText } from './normalize.ts';
 
 export const SHINGLE_WORDS = 5;
 export const MINHASH_BANDS = 14;
@@ -60,7 +60,6 @@ export const BAND_KEY_BYTES = 3;
 
 const SEED_LO = 0x5bd1e995;
 const SEED_HI = 0x27d4eb2f;
-const SPACE = 0x20;
 
 /** A document as the refinery sees it: its id (unique in a run) and its text. */
 export interface RefineryDocument {
@@ -119,20 +118,18 @@ export interface MinHasher {
 
 /** A MinHasher. Asynchronous because it once loaded a WebAssembly module; callers still await it. */
 export async function createMinHasher(): Promise<MinHasher> {
-  const encoder = new TextEncoder();
   const pair = new Uint32Array(2);
   return {
     signature(text: string): Uint32Array {
       const signature = new Uint32Array(MINHASH_VALUES).fill(0xffffffff);
-      const bytes = encoder.encode(normalizeText(text));
+      // The normalised text's UTF-8 bytes and word starts (byte offsets; exactly one space between words).
+      const { bytes, starts } = normalizedUtf8(text);
       if (bytes.length === 0) return signature;
-      // Word starts (byte offsets): the normalised text has exactly one space between words.
-      const starts = [0];
-      for (let i = 0; i < bytes.length; i++) if (bytes[i] === SPACE) starts.push(i + 1);
-      const shingles = Math.max(1, starts.length - SHINGLE_WORDS + 1);
+      const words = starts.length;
+      const shingles = Math.max(1, words - SHINGLE_WORDS + 1);
       for (let first = 0; first < shingles; first++) {
         const last = first + SHINGLE_WORDS;
-        const end = last < starts.length ? starts[last]! - 1 : bytes.length;
+        const end = last < words ? starts[last]! - 1 : bytes.length;
         xxHash32Pair(bytes, starts[first]!, end, SEED_LO, SEED_HI, pair);
         let value = pair[0]! | 0;
         const step = pair[1]! | 1;

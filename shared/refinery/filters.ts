@@ -664,7 +664,7 @@ export const gopherRepetitionFilter: DocumentFilter<GopherRepetitionParams, 'gop
     // N-grams are over words as a tokenizer would see them: "insurance?" and "insurance" match.
     const bare: string[] = [];
     for (const word of view.words) if (isCountedWord(word)) bare.push(stripPunctuation(word));
-    const words = toWordSequence(bare);
+    const words = toWordSequence(bare, view.hasSurrogates);
     for (const { n, maxCharRatio } of params.topNgrams) {
       const fraction = topNgramCharFraction(words, n);
       if (fraction > maxCharRatio) return drop(`top_${n}gram`, `top ${n}-gram characters ${fraction.toFixed(3)} > ${maxCharRatio}`);
@@ -991,11 +991,12 @@ function duplicates(elements: readonly string[], surrogates = true): { countRati
   for (const element of elements) {
     const chars = surrogates ? charLength(element) : element.length;
     totalChars += chars;
-    if (seen.has(element)) {
+    // One lookup: adding an element already present leaves the size as it was.
+    const size = seen.size;
+    seen.add(element);
+    if (seen.size === size) {
       repeats++;
       repeatChars += chars;
-    } else {
-      seen.add(element);
     }
   }
   return {

@@ -66,6 +66,19 @@ const CHUNK = 8192;
 const UTF16 = new TextDecoder('utf-16le');
 
 /**
+ * Where normalize() writes: UTF-16 code units (normalizeText) or UTF-8 bytes with the byte offset
+ * of each word (normalizedUtf8). Module scratch, grown on demand and reused between calls, so a
+ * document costs no allocation here; JavaScript runs one call at a time.
+ */
+let units = new Uint16Array(1 << 14);
+let bytes = new Uint8Array(1 << 16);
+let starts = new Int32Array(1 << 12);
+/** What normalize() left: the output's length, the number of words (UTF-8 only), a lone surrogate written (UTF-16 only). */
+let written = 0;
+let wordCount = 0;
+let loneSurrogate = false;
+
+/**
  * The normalised form of `text` (see the module comment); '' for a text with no words.
  *
  * Steps 3-5 are one pass over the code points: a run of punctuation or symbols is dropped when a
@@ -75,27 +88,62 @@ const UTF16 = new TextDecoder('utf-16le');
  * equal), at a fraction of the cost: this runs on every document that deduplication sees.
  */
 export function normalizeText(text: string): string {
+  normalize(text, false);
+  const out = units;
+  if (!loneSurrogate) return UTF16.decode(out.subarray(0, written));
+  let result = '';
+  for (let at = 0; at < written; at += CHUNK) result += String.fromCharCode.apply(null, out.subarray(at, Math.min(written, at + CHUNK)) as unknown as number[]);
+  return result;
+}
+
+/** The normalised text as UTF-8 and where its words start; views of scratch space, valid until the next call. */
+export interface NormalizedUtf8 {
+  /** new TextEncoder().encode(normalizeText(text)), a lone surrogate written as U+FFFD as the encoder does. */
+  readonly bytes: Uint8Array;
+  /** The byte offset of each word: 0, then one past each space; empty when `bytes` is. */
+  readonly starts: Int32Array;
+}
+
+/**
+ * normalizeText(text) encoded as UTF-8, with its word starts, in the same single pass: MinHash
+ * hashes the bytes of each word 5-gram, and this spares it building the string, encoding it and
+ * looking for the spaces. The views are overwritten by the next call.
+ */
+export function normalizedUtf8(text: string): NormalizedUtf8 {
+  normalize(text, true);
+  return { bytes: bytes.subarray(0, written), starts: starts.subarray(0, wordCount) };
+}
+
+/** Steps 1-5 into `units` (UTF-16) or `bytes` and `starts` (UTF-8); see normalizeText. */
+function normalize(text: string, utf8: boolean): void {
   const lowered = (NON_ASCII.test(text) ? text.normalize('NFKC') : text).toLowerCase();
   const length = lowered.length;
-  // Every step keeps or shortens the text, so the output fits in the input's length.
-  const out = new Uint16Array(length);
-  let written = 0;
+  // Every step keeps or shortens the text, so the output fits in the input's length: as many
+  // UTF-16 units, or 3 bytes per unit in UTF-8 (a pair of units is 4 bytes).
+  if (utf8) {
+    if (bytes.length < 3 * length) bytes = new Uint8Array(3 * length);
+  } else if (units.length < length) units = new Uint16Array(length);
+  const out16 = units;
+  const out8 = bytes;
+  let at = 0;
+  let words = 0;
   let pendingSpace = false;
   let previousWasDigit = false;
-  let loneSurrogate = false;
+  loneSurrogate = false;
   let i = 0;
   while (i < length) {
     const unit = lowered.charCodeAt(i);
     const codePoint = unit >= 0xd800 && unit <= 0xdbff && i + 1 < length ? (lowered.codePointAt(i) as number) : unit;
     const width = codePoint > 0xffff ? 2 : 1;
-    const kind = classOf(codePoint);
+    const kind = codePoint < 128 ? (ASCII_CLASS[codePoint] as CharClass) : classOf(codePoint);
     if (kind === PUNCTUATION) {
       // The whole run of punctuation and symbols, then what follows it.
       let end = i + width;
       let next: CharClass = OTHER;
       while (end < length) {
-        const nextPoint = lowered.codePointAt(end) as number;
-        next = classOf(nextPoint);
+        const nextUnit = lowered.charCodeAt(end);
+        const nextPoint = nextUnit < 128 ? nextUnit : (lowered.codePointAt(end) as number);
+        next = nextPoint < 128 ? (ASCII_CLASS[nextPoint] as CharClass) : classOf(nextPoint);
         if (next !== PUNCTUATION) break;
         end += nextPoint > 0xffff ? 2 : 1;
       }
@@ -107,23 +155,56 @@ export function normalizeText(text: string): string {
     if (kind === SPACE) {
       pendingSpace = true;
     } else {
-      if (pendingSpace && written > 0) out[written++] = SPACE_CODE;
-      pendingSpace = false;
-      if (kind === DIGIT) {
-        out[written++] = ZERO_CODE;
+      if (utf8) {
+        if (at === 0) {
+          if (words === 0) starts[words++] = 0;
+        } else if (pendingSpace) {
+          out8[at++] = SPACE_CODE;
+          if (words === starts.length) {
+            const grown = new Int32Array(2 * words);
+            grown.set(starts);
+            starts = grown;
+          }
+          starts[words++] = at;
+        }
+        if (kind === DIGIT) out8[at++] = ZERO_CODE;
+        else if (codePoint < 0x80) out8[at++] = codePoint;
+        else if (codePoint < 0x800) {
+          out8[at++] = 0xc0 | (codePoint >> 6);
+          out8[at++] = 0x80 | (codePoint & 0x3f);
+        } else if (codePoint > 0xffff) {
+          out8[at++] = 0xf0 | (codePoint >> 18);
+          out8[at++] = 0x80 | ((codePoint >> 12) & 0x3f);
+          out8[at++] = 0x80 | ((codePoint >> 6) & 0x3f);
+          out8[at++] = 0x80 | (codePoint & 0x3f);
+        } else if (codePoint >= 0xd800 && codePoint <= 0xdfff) {
+          // A lone surrogate: the encoder writes U+FFFD. Two lone halves never meet in the
+          // output: only punctuation between digits is dropped, and a surrogate is no digit.
+          out8[at++] = 0xef;
+          out8[at++] = 0xbf;
+          out8[at++] = 0xbd;
+        } else {
+          out8[at++] = 0xe0 | (codePoint >> 12);
+          out8[at++] = 0x80 | ((codePoint >> 6) & 0x3f);
+          out8[at++] = 0x80 | (codePoint & 0x3f);
+        }
       } else {
-        out[written++] = unit;
-        if (width === 2) out[written++] = lowered.charCodeAt(i + 1);
-        else if (unit >= 0xd800 && unit <= 0xdfff) loneSurrogate = true;
+        if (pendingSpace && at > 0) out16[at++] = SPACE_CODE;
+        if (kind === DIGIT) {
+          out16[at++] = ZERO_CODE;
+        } else {
+          out16[at++] = unit;
+          if (width === 2) out16[at++] = lowered.charCodeAt(i + 1);
+          else if (unit >= 0xd800 && unit <= 0xdfff) loneSurrogate = true;
+        }
       }
+      pendingSpace = false;
     }
     previousWasDigit = kind === DIGIT;
     i += width;
   }
-  if (!loneSurrogate) return UTF16.decode(out.subarray(0, written));
-  let result = '';
-  for (let at = 0; at < written; at += CHUNK) result += String.fromCharCode.apply(null, out.subarray(at, Math.min(written, at + CHUNK)) as unknown as number[]);
-  return result;
+  written = at;
+  wordCount = words;
 }
 
 /** The words of an already normalised text ([] for ''). */
