@@ -747,15 +747,13 @@ def linear_score_model(table_weights: np.ndarray, bias: float,
     model = ScoreModel(buckets, 1, 2 * ramps)
     with torch.no_grad():
         model.table.weight.copy_(torch.from_numpy(table_weights.astype(np.float32)))
-        if knots is None or ramps == 0:
-            first = model.head[0]
-            if ramps == 0 and knots is not None:
-                # One knot: a constant map.
-                first.weight.zero_()
-                first.bias.fill_(float(knots[1][0]))
-            else:
-                first.weight.fill_(1.0)
-                first.bias.fill_(bias)
+        if knots is None:
+            model.head[0].weight.fill_(1.0)
+            model.head[0].bias.fill_(bias)
+        elif ramps == 0:
+            # One knot: a constant map.
+            model.head[0].weight.zero_()
+            model.head[0].bias.fill_(float(knots[1][0]))
         else:
             x, y = knots
             width = np.diff(x)

@@ -10,6 +10,7 @@ import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { Construct } from 'constructs';
 import { relative, sep } from 'node:path';
 import { ConfigError } from '#shared/errors.ts';
+import { LANGUAGE_MODEL_FILE, LANGUAGE_MODEL_PACKAGE_PATH } from '#shared/refinery/language-model.ts';
 import { handlerCodeVersion, REPO_ROOT, type CodeVersion } from './code-version.ts';
 import type { IBucket } from 'aws-cdk-lib/aws-s3';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
@@ -38,13 +39,8 @@ const ONNX_PACKAGES = ['onnxruntime-node', 'onnxruntime-common'] as const;
  */
 const RDKIT_PACKAGES = ['@rdkit/rdkit'] as const;
 
-/**
- * fastText's lid.176 language-ID model (the refinery's language rule, shared/refinery/filters.ts):
- * its path in node_modules, and the name it has beside the bundle, where the rule looks first.
- * filters.ts exports the same two as LANGUAGE_MODEL_PACKAGE_PATH and LANGUAGE_MODEL_FILE.
- */
-export const LANGUAGE_MODEL_PACKAGE_PATH = 'fasttext.wasm.js/dist/models/language-identification/assets/lid.176.ftz';
-export const LANGUAGE_MODEL_FILE = 'lid.176.ftz';
+/** fastText's lid.176 model (the refinery's language rule): where it is, and its name beside the bundle. */
+export { LANGUAGE_MODEL_FILE, LANGUAGE_MODEL_PACKAGE_PATH };
 
 /** Copies shipped packages and files next to the bundle, keeping only what Lambda (linux-x64) runs. */
 function shippedPackageHooks(packages: readonly string[], files: readonly { readonly from: string; readonly to: string }[] = []): ICommandHooks {

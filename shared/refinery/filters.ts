@@ -28,6 +28,7 @@ import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { ConfigError, NotFoundError } from '../errors.ts';
 import { parseOrThrow } from '../schema.ts';
+import { LANGUAGE_MODEL_FILE, LANGUAGE_MODEL_PACKAGE_PATH } from './language-model.ts';
 import { duplicateNgramCharFraction, topNgramCharFraction, toWordSequence } from './ngrams.ts';
 import {
   bareWord,
@@ -143,10 +144,7 @@ export const languageFilter: DocumentFilter<LanguageParams, 'language'> = define
   return KEPT;
 });
 
-/** The model file's name, as shipped beside a bundle that runs the language rule. */
-export const LANGUAGE_MODEL_FILE = 'lid.176.ftz';
-/** Where the model is in node_modules: the bundling copies it from here. */
-export const LANGUAGE_MODEL_PACKAGE_PATH = 'fasttext.wasm.js/dist/models/language-identification/assets/lid.176.ftz';
+export { LANGUAGE_MODEL_FILE, LANGUAGE_MODEL_PACKAGE_PATH };
 
 /** The top language of a text and its probability. */
 export interface LanguageGuess {
