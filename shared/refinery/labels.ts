@@ -23,15 +23,28 @@
  *    would fail the same way. Any other 4xx lists the document as 'api-error' without retrying.
  * 6. `usage` sums the tokens of every response that carried usage, failed attempts included, so
  *    its cost is what was billed.
+ * Guarantees 3 to 6 are ../claude-requests.ts's, which this module runs its requests through.
  */
-import { setTimeout as delay } from 'node:timers/promises';
-import { Anthropic, APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from '@anthropic-ai/sdk';
+import type { Anthropic } from '@anthropic-ai/sdk';
 import { zodOutputFormat } from '@anthropic-ai/sdk/helpers/zod';
 import { z } from 'zod';
-import { ConfigError, PipelineError } from '../errors.ts';
+import {
+  anthropicClient,
+  type ClaudeRequestOptions,
+  checkInteger,
+  checkRequestOptions,
+  type FailureReason,
+  oneLine,
+  runClaudeRequests,
+} from '../claude-requests.ts';
+import { ConfigError } from '../errors.ts';
 import { type Random, seededRandom } from '../random.ts';
 import { parseOrThrow } from '../schema.ts';
 import type { TokenUsage } from './llm-cost.ts';
+
+// The request machinery (retries, backoff, the worker pool, the 401 error) lives in
+// ../claude-requests.ts, shared with the SAE pipeline's explainer; these names stay exported here.
+export { InvalidApiKeyError, MAX_DETAIL_CHARS, retryAfterMs } from '../claude-requests.ts';
 
 // ---------------------------------------------------------------------------------------------
 // The sample.
@@ -136,9 +149,6 @@ export const DEFAULT_LABEL_MAX_CHARS = 1000;
 
 /** The longest reason kept: one line a person can scan in a table. */
 export const MAX_REASON_CHARS = 200;
-
-/** The longest `detail` of an unlabelled document. */
-export const MAX_DETAIL_CHARS = 300;
 
 /**
  * The system prompt: an additive 0-5 educational-value scale after FineWeb-Edu's annotation
@@ -254,7 +264,7 @@ export function labelRequestParams(text: string, options: LabelRequestOptions) {
 
 /** A client for the labeler: the SDK must not retry, because labelDocuments does. */
 export function labelerClient(apiKey: string, baseURL = process.env.ANTHROPIC_BASE_URL): Anthropic {
-  return new Anthropic({ apiKey, ...(baseURL ? { baseURL } : {}), maxRetries: 0 });
+  return anthropicClient(apiKey, baseURL);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -268,7 +278,7 @@ export interface Label {
   readonly reason: string;
 }
 
-export type UnlabelledReason = 'refused' | 'malformed' | 'timeout' | 'api-error';
+export type UnlabelledReason = FailureReason;
 
 export interface Unlabelled {
   readonly id: string;
@@ -303,231 +313,58 @@ export interface LabelProgress {
   readonly retries: number;
 }
 
-export interface LabelOptions extends LabelRequestOptions {
-  /** Requests in flight at once, 1 to 64. */
-  readonly concurrency: number;
-  /** Requests per document before it is listed as unlabelled; 4 by default. */
-  readonly maxAttempts?: number;
-  /** Per request; 60,000 ms by default. */
-  readonly timeoutMs?: number;
-  /** The first wait of the exponential backoff (full jitter draws below it); 1,000 ms by default. */
-  readonly backoffBaseMs?: number;
-  /** No wait is longer, retry-after included; 60,000 ms by default. */
-  readonly maxBackoffMs?: number;
-  /** Waits between attempts; tests pass one that records the delays. */
-  readonly sleep?: (ms: number) => Promise<void>;
-  /** Draws the jitter; Math.random by default (it changes timing, never a label). */
-  readonly random?: Random;
+export interface LabelOptions extends LabelRequestOptions, ClaudeRequestOptions {
   /** Called after each document, labelled or not. */
   readonly onProgress?: (progress: LabelProgress) => void;
 }
-
-/** The Anthropic API rejected the key (401): no request of the run can succeed. */
-export class InvalidApiKeyError extends PipelineError {}
 
 export interface LabelDocument {
   readonly id: string;
   readonly text: string;
 }
 
-interface Failure {
-  readonly ok: false;
-  readonly reason: UnlabelledReason;
-  readonly detail: string;
-  /** The HTTP status, when the API answered with an error. */
-  readonly status?: number;
-  /** Undefined: not retried. 0: retried at once. 'backoff': exponential backoff. Else the answer's retry-after. */
-  readonly retryAfterMs: number | 'backoff' | undefined;
-}
-
-/** Statuses worth another try: timeouts, conflicts, rate limits, server errors, overload. */
-function isRetriedStatus(status: number): boolean {
-  return status === 408 || status === 409 || status === 429 || (status >= 500 && status !== 501);
-}
-
 /** Labels each document with one request (plus retries), `concurrency` at a time. */
 export async function labelDocuments(client: Anthropic, documents: readonly LabelDocument[], options: LabelOptions): Promise<LabelRun> {
-  const settings = checkLabelOptions(options);
+  checkLabelOptions(options);
   checkDocuments(documents);
-  const sleep = options.sleep ?? ((ms: number) => delay(ms));
-  const random = options.random ?? Math.random;
-
   const labels: Label[] = [];
   const unlabelled: Unlabelled[] = [];
-  const usage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
-  let requests = 0;
-  let retries = 0;
-  let inFlight = 0;
-  let maxInFlight = 0;
-  let fatal: Error | undefined;
-  const abort = new AbortController();
-  let cacheWarm!: () => void;
-  const warm = new Promise<void>((resolve) => (cacheWarm = resolve));
-
-  const waitFor = (failure: Failure, attempt: number): number => {
-    if (failure.retryAfterMs === 'backoff') return random() * Math.min(settings.maxBackoffMs, settings.backoffBaseMs * 2 ** (attempt - 1));
-    const after = failure.retryAfterMs ?? 0;
-    if (after <= 0) return 0;
-    // A little jitter on top, so workers told the same retry-after do not all come back at once.
-    return Math.min(settings.maxBackoffMs, after + random() * Math.min(1000, after * 0.1));
-  };
-
-  const attemptOnce = async (document: LabelDocument): Promise<{ ok: true; output: LabelOutput } | Failure> => {
-    const params = labelRequestParams(document.text, options);
-    inFlight++;
-    maxInFlight = Math.max(maxInFlight, inFlight);
-    let message: Anthropic.Message;
-    try {
-      message = await client.messages.create(params, { timeout: settings.timeoutMs, maxRetries: 0, signal: abort.signal });
-    } catch (error) {
-      return classifyError(error);
-    } finally {
-      inFlight--;
-    }
-    cacheWarm();
-    usage.inputTokens += message.usage.input_tokens;
-    usage.outputTokens += message.usage.output_tokens;
-    usage.cacheReadTokens += message.usage.cache_read_input_tokens ?? 0;
-    usage.cacheWriteTokens += message.usage.cache_creation_input_tokens ?? 0;
-    const text = message.content
-      .filter((block): block is Anthropic.TextBlock => block.type === 'text')
-      .map((block) => block.text)
-      .join('');
-    if (message.stop_reason === 'refusal')
-      return { ok: false, reason: 'refused', detail: clip(`stop_reason refusal${text ? `: ${text}` : ''}`, MAX_DETAIL_CHARS), retryAfterMs: 0 };
-    if (message.stop_reason === 'max_tokens')
-      return {
-        ok: false,
-        reason: 'malformed',
-        detail: clip(`stopped at max_tokens (${params.max_tokens}) before the answer ended: ${text}`, MAX_DETAIL_CHARS),
-        retryAfterMs: 0,
-      };
-    try {
-      return { ok: true, output: LABEL_FORMAT.parse(text) };
-    } catch (error) {
-      return {
-        ok: false,
-        reason: 'malformed',
-        detail: clip(`${(error as Error).message.replace(/\s+/g, ' ')}; got ${JSON.stringify(text)}`, MAX_DETAIL_CHARS),
-        retryAfterMs: 0,
-      };
-    }
-  };
-
-  // Called in the same turn as the push, so `done` counts up by one each time.
-  const report = () =>
-    options.onProgress?.({
-      done: labels.length + unlabelled.length,
-      total: documents.length,
-      labelled: labels.length,
-      unlabelled: unlabelled.length,
-      requests,
-      retries,
-    });
-
-  const labelOne = async (document: LabelDocument): Promise<void> => {
-    for (let attempt = 1; ; attempt++) {
-      if (fatal) return;
-      requests++;
-      if (attempt > 1) retries++;
-      const outcome = await attemptOnce(document);
-      if (fatal) return;
-      if (outcome.ok) {
-        labels.push({ id: document.id, score: outcome.output.score, reason: oneLine(outcome.output.reason, MAX_REASON_CHARS) });
-        return report();
-      }
-      if (outcome.status === 401) {
-        fatal = new InvalidApiKeyError(
-          `the Anthropic API rejected the API key (${outcome.detail}): set a valid ANTHROPIC_API_KEY or store one in the key's secret, or give labels with --labels-file`,
-        );
-        abort.abort();
-        return;
-      }
-      if (outcome.retryAfterMs === undefined || attempt >= settings.maxAttempts) {
-        unlabelled.push({ id: document.id, reason: outcome.reason, detail: outcome.detail, attempts: attempt });
-        return report();
-      }
-      const wait = waitFor(outcome, attempt);
-      if (wait > 0) await sleep(wait);
-    }
-  };
-
-  let next = 0;
-  const worker = async (index: number): Promise<void> => {
-    // Only the first worker starts at once: its first response writes the prompt cache that the
-    // others then read.
-    if (index > 0) await warm;
-    while (!fatal && next < documents.length) {
-      const document = documents[next++]!;
-      await labelOne(document);
-      if (index === 0) cacheWarm();
-    }
-  };
-  const workers = Array.from({ length: Math.min(settings.concurrency, Math.max(1, documents.length)) }, (_, i) => worker(i));
-  await Promise.all(workers.map((w, i) => (i === 0 ? w.finally(cacheWarm) : w)));
-  if (fatal) throw fatal;
-
+  const run = await runClaudeRequests(client, documents, options, {
+    request: (document) => labelRequestParams(document.text, options),
+    parse: (text) => LABEL_FORMAT.parse(text),
+    // The rubric is the same for every document: the first answer writes the cache the rest read.
+    firstAlone: true,
+    invalidKeyAdvice: "set a valid ANTHROPIC_API_KEY or store one in the key's secret, or give labels with --labels-file",
+    // Called in the same turn as the push, so `done` counts up by one each time.
+    onSettled: (settled, counts) => {
+      if (settled.ok) labels.push({ id: settled.item.id, score: settled.value.score, reason: oneLine(settled.value.reason, MAX_REASON_CHARS) });
+      else unlabelled.push({ id: settled.item.id, reason: settled.reason, detail: settled.detail, attempts: settled.attempts });
+      options.onProgress?.({
+        done: labels.length + unlabelled.length,
+        total: documents.length,
+        labelled: labels.length,
+        unlabelled: unlabelled.length,
+        requests: counts.requests,
+        retries: counts.retries,
+      });
+    },
+  });
   return {
     labels: labels.sort((a, b) => compareIds(a.id, b.id)),
     unlabelled: unlabelled.sort((a, b) => compareIds(a.id, b.id)),
-    usage,
-    requests,
-    retries,
-    maxInFlight,
+    usage: run.usage,
+    requests: run.requests,
+    retries: run.retries,
+    maxInFlight: run.maxInFlight,
   };
 }
 
-function classifyError(error: unknown): Failure {
-  if (error instanceof APIConnectionTimeoutError) return { ok: false, reason: 'timeout', detail: 'the request timed out', retryAfterMs: 'backoff' };
-  if (error instanceof APIUserAbortError) return { ok: false, reason: 'api-error', detail: 'aborted', retryAfterMs: undefined };
-  if (error instanceof APIConnectionError)
-    return { ok: false, reason: 'api-error', detail: clip(`connection error: ${error.message}`, MAX_DETAIL_CHARS), retryAfterMs: 'backoff' };
-  if (error instanceof APIError && typeof error.status === 'number') {
-    const status = error.status;
-    const detail = clip(`${status} ${error.type ?? 'error'}: ${error.apiMessage ?? error.message}`, MAX_DETAIL_CHARS);
-    if (!isRetriedStatus(status)) return { ok: false, reason: 'api-error', detail, status, retryAfterMs: undefined };
-    return { ok: false, reason: 'api-error', detail, status, retryAfterMs: retryAfterMs(error.headers) ?? 'backoff' };
-  }
-  const message = error instanceof Error ? error.message : String(error);
-  return { ok: false, reason: 'api-error', detail: clip(`unexpected error: ${message}`, MAX_DETAIL_CHARS), retryAfterMs: undefined };
-}
-
-/** retry-after-ms (milliseconds), else retry-after (seconds, possibly fractional, or an HTTP date). */
-export function retryAfterMs(headers: Headers | undefined, now = Date.now()): number | undefined {
-  const ms = Number.parseFloat(headers?.get('retry-after-ms') ?? '');
-  if (Number.isFinite(ms) && ms >= 0) return ms;
-  const raw = headers?.get('retry-after')?.trim();
-  if (!raw) return undefined;
-  const seconds = Number(raw);
-  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
-  const date = Date.parse(raw);
-  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
-}
-
-interface LabelSettings {
-  readonly concurrency: number;
-  readonly maxAttempts: number;
-  readonly timeoutMs: number;
-  readonly backoffBaseMs: number;
-  readonly maxBackoffMs: number;
-}
-
-function checkLabelOptions(options: LabelOptions): LabelSettings {
-  const integer = (field: string, value: unknown, low: number, high: number): number => {
-    if (typeof value !== 'number' || !Number.isInteger(value) || value < low || value > high)
-      throw new ConfigError(field, value, `must be an integer from ${low} to ${high}`);
-    return value;
-  };
+/** Checks the request options here (checkRequestOptions checks the run's), naming the field. */
+function checkLabelOptions(options: LabelOptions): void {
   if (typeof options.model !== 'string' || !options.model) throw new ConfigError('model', options.model, 'must be a model id');
-  integer('maxChars', options.maxChars ?? DEFAULT_LABEL_MAX_CHARS, 1, 1_000_000);
-  integer('maxTokens', options.maxTokens ?? 1024, 16, 128_000);
-  return {
-    concurrency: integer('concurrency', options.concurrency, 1, 64),
-    maxAttempts: integer('maxAttempts', options.maxAttempts ?? 4, 1, 20),
-    timeoutMs: integer('timeoutMs', options.timeoutMs ?? 60_000, 1, 600_000),
-    backoffBaseMs: integer('backoffBaseMs', options.backoffBaseMs ?? 1000, 0, 60_000),
-    maxBackoffMs: integer('maxBackoffMs', options.maxBackoffMs ?? 60_000, 0, 600_000),
-  };
+  checkInteger('maxChars', options.maxChars ?? DEFAULT_LABEL_MAX_CHARS, 1, 1_000_000);
+  checkInteger('maxTokens', options.maxTokens ?? 1024, 16, 128_000);
+  checkRequestOptions(options);
 }
 
 function checkDocuments(documents: readonly LabelDocument[]): void {
@@ -540,18 +377,6 @@ function checkDocuments(documents: readonly LabelDocument[]): void {
     if (earlier !== undefined) throw new ConfigError(`documents[${i}].id`, document.id, `is also the id of documents[${earlier}]`);
     seen.set(document.id, i);
   });
-}
-
-/** One line (whitespace runs become one space), at most `max` characters. */
-function oneLine(text: string, max: number): string {
-  return clip(text.replace(/\s+/g, ' ').trim(), max);
-}
-
-function clip(text: string, max: number): string {
-  if (text.length <= max) return text;
-  // Never end on half a surrogate pair.
-  const cut = /[\ud800-\udbff]/.test(text[max - 2] ?? '') ? max - 2 : max - 1;
-  return `${text.slice(0, cut)}…`;
 }
 
 // ---------------------------------------------------------------------------------------------
