@@ -141,7 +141,25 @@ def read_safetensors(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], di
 # but its autograd does not work on dense tensors in torch 1.13; so on such a build, and on the
 # CPU only, linear layers run forward and backward through oneDNN explicitly. Elsewhere (the
 # CUDA image, an MKL build) this is plain F.linear. The weights are nn.Linear's either way.
-_SLOW_BLAS = "BLAS_INFO=generic" in torch.__config__.show() and torch.backends.mkldnn.is_available()
+# Debian's build calls whatever libblas.so.3 the system's alternatives name, though: with
+# OpenBLAS installed there (another package may pull it in) plain F.linear is the faster one,
+# about 2x oneDNN's path with its format conversions, so the library actually loaded decides.
+FAST_BLAS_LIBRARIES = ("openblas", "libmkl", "libblis", "atlas")
+
+
+def _reference_blas() -> bool:
+    if "BLAS_INFO=generic" not in torch.__config__.show() or not torch.backends.mkldnn.is_available():
+        return False
+    torch.mm(torch.ones(2, 2), torch.ones(2, 2))  # loads the BLAS library, if it is not loaded yet
+    try:
+        with open("/proc/self/maps") as maps:
+            loaded = maps.read()
+    except OSError:
+        return True
+    return not any(name in loaded for name in FAST_BLAS_LIBRARIES)
+
+
+_SLOW_BLAS = _reference_blas()
 
 
 def _onednn(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
