@@ -21,6 +21,8 @@ import { REWARDS_PIPELINE, RewardSearchStack } from '../pipelines/rewards/stack.
 import { REWARDS_SIZES, RewardsConfig } from '../pipelines/rewards/config.ts';
 import { REFINERY_PIPELINE, RefineryStack } from '../pipelines/refinery/stack.ts';
 import { REFINERY_SIZES, RefineryConfig } from '../pipelines/refinery/config.ts';
+import { SAE_PIPELINE, SaeStack } from '../pipelines/sae/stack.ts';
+import { SAE_SIZES, SaeConfig } from '../pipelines/sae/config.ts';
 
 export interface PipelineEntry {
   /** Name used by the CLI and in S3 prefixes. */
@@ -109,8 +111,19 @@ export const PIPELINES: readonly PipelineEntry[] = [
     full: REFINERY_SIZES.full,
     sizes: REFINERY_SIZES,
     afterRun:
-      'report: npx frontier artifacts show refined-corpus (report.html, manifest.json); a new threshold reruns only curate: --config \'{"threshold":2}\'',
+      'report: npx frontier artifacts show refined-corpus (report.html, corpus-manifest.json); a new threshold reruns only curate: --config \'{"threshold":2}\'',
     create: (scope, id, props) => new RefineryStack(scope, id, props),
+  },
+  {
+    name: SAE_PIPELINE,
+    stackId: 'SparseAutoencoders',
+    description: 'Sparse autoencoders on a language model: one cached harvest, a grid of TopK SAEs in parallel, features labelled and scored for detection',
+    config: SaeConfig,
+    smoke: SAE_SIZES.smoke,
+    full: SAE_SIZES.full,
+    sizes: SAE_SIZES,
+    afterRun: 'report: npx frontier artifacts show sae (report.html, grid.json); a new grid reruns no harvest: --config \'{"sae":{"ks":[8,32]}}\'',
+    create: (scope, id, props) => new SaeStack(scope, id, props),
   },
   {
     // The platform's probe: a fixture using every step kind. Deploying it verifies an account's

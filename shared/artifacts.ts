@@ -16,11 +16,31 @@ import { artifactCounterKey, artifactDirectoryKey, artifactVersionKey, withoutKe
 
 export const ARTIFACT_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
 
+/** The file each version writes beside the files it publishes: its index entry (files, lineage, metrics). */
+export const ARTIFACT_MANIFEST = 'manifest.json';
+
+/**
+ * A text corpus artifact's file listing its JSONL shards ({shards: [{uri}]}): the refinery's
+ * refined-corpus publishes one, and the SAE pipeline reads any corpus artifact by it.
+ */
+export const CORPUS_MANIFEST = 'corpus-manifest.json';
+
 export const PublishRequestSchema = z.object({
   name: z.string().regex(ARTIFACT_NAME, 'lowercase letters, digits and "-", at most 63'),
   pipeline: z.string().min(1),
   executionId: z.string().min(1),
-  files: z.array(z.object({ uri: z.string().startsWith('s3://'), name: z.string().regex(/^[A-Za-z0-9._-]+$/) })).min(1),
+  files: z
+    .array(
+      z.object({
+        uri: z.string().startsWith('s3://'),
+        // The version's own manifest.json lies beside its files: a file of that name would be overwritten by it.
+        name: z
+          .string()
+          .regex(/^[A-Za-z0-9._-]+$/)
+          .refine((name) => name !== ARTIFACT_MANIFEST, `is reserved for the version's own ${ARTIFACT_MANIFEST}: name the file otherwise`),
+      }),
+    )
+    .min(1),
   metrics: z.record(z.string(), z.union([z.number(), z.string(), z.boolean()])).default({}),
   lineage: z.array(z.object({ name: z.string().regex(ARTIFACT_NAME), version: z.number().int().positive() })).default([]),
   cardUri: z.string().startsWith('s3://').optional(),
@@ -100,7 +120,7 @@ export async function publishArtifact(input: unknown, where: IndexLocation): Pro
   await s3.send(
     new PutObjectCommand({
       Bucket: where.bucket,
-      Key: `${prefix}manifest.json`,
+      Key: `${prefix}${ARTIFACT_MANIFEST}`,
       Body: JSON.stringify(artifact, null, 2),
       ContentType: 'application/json',
     }),

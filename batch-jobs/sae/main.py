@@ -70,7 +70,7 @@ def corpus_texts(client: Any, uri: str) -> list[str]:
         manifest = json.loads(body)
         shards = manifest.get("shards") if isinstance(manifest, dict) else None
         if not isinstance(shards, list) or not all(isinstance(s, dict) and isinstance(s.get("uri"), str) for s in shards):
-            raise SpecError(f"corpusUri: {uri}: a corpus manifest lists shards as [{{uri}}]")
+            raise SpecError(f"corpusUri: {uri}: a corpus manifest lists shards as [{{uri}}] (got {body[:200]!r})")
         shard_uris = [s["uri"] for s in shards]
     texts: list[str] = []
     for index, shard_uri in enumerate(shard_uris):
@@ -146,7 +146,10 @@ def stage_lm(spec: dict, ctx: JobContext) -> dict:
                "parameters": sum(p.numel() for p in model.parameters()), "heldOutLoss": held_loss, **training}
     written = ctx.put_json("lm-metrics.json", metrics)
     prefix = files["config.json"]["uri"][: -len("config.json")]
-    return {"lmUri": prefix, "lmSha256": lm_sha256, "layers": config.n_layer, "width": config.n_embd,
+    flat = {k: metrics[k] for k in ("corpusDocuments", "corpusTokens", "vocab", "parameters", "heldOutLoss", "finalLoss",
+                                     "steps", "seconds", "tokensPerSecond")}
+    return {"lmUri": prefix, "lmSha256": lm_sha256, "metrics": {**flat, "layers": config.n_layer, "width": config.n_embd},
+            "files": [{"name": n, "uri": files[n]["uri"]} for n in LM_FILES] + [{"name": "lm-metrics.json", "uri": written["uri"]}], "layers": config.n_layer, "width": config.n_embd,
             "corpusTokens": int(stream.numel()), "heldOutLoss": held_loss, "metricsUri": written["uri"],
             "s3Outputs": [{"Bucket": f["Bucket"], "Key": f["Key"]} for f in files.values()]
             + [{"Bucket": written["Bucket"], "Key": written["Key"]}]}

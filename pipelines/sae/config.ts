@@ -20,8 +20,11 @@ export const KNOWN_HF_LAYERS: Readonly<Record<string, number>> = {
   'EleutherAI/pythia-410m': 24,
 };
 
-/** SAEs a grid may hold: a Map of Batch jobs, each a cached step. */
-export const MAX_SAES = 36;
+/**
+ * SAEs a grid may hold: a Map of Batch jobs, each a cached step, and every one's weights a file
+ * of the published artifact (whose file list is part of the publish step's cache key).
+ */
+export const MAX_SAES = 18;
 
 const artifactName = z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'must be 1-63 lowercase letters, digits or "-"');
 const count = (min: number, max: number) => z.int().min(min).max(max);
@@ -145,6 +148,14 @@ export const SaeConfig = z
     if (layers !== undefined && config.layer >= layers) {
       const model = config.lm.kind === 'local' ? `the local model (lm.layers ${layers})` : config.lm.model;
       ctx.addIssue({ code: 'custom', path: ['layer'], message: `${config.layer} does not exist: ${model} has layers 0 to ${layers - 1}` });
+    }
+    const saes = config.sae.widths.length * config.sae.ks.length;
+    if (saes > MAX_SAES) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['sae', 'ks'],
+        message: `${config.sae.widths.length} widths x ${config.sae.ks.length} ks make ${saes} SAEs, over the ${MAX_SAES} a grid may hold`,
+      });
     }
     const smallest = Math.min(...config.sae.widths);
     config.sae.ks.forEach((k, i) => {

@@ -43,6 +43,10 @@ export interface ReportAndPublishOptions {
   readonly artifact: string;
   /** The run's output besides the report's metrics, its URI and the published artifact. */
   readonly output: Record<string, string>;
+  /** Path of `[{name, version}]`: the artifact versions this one was made from. Default: none. */
+  readonly lineagePath?: string;
+  /** Characters the report's `files` list may take in the state (the publish step's key). Default: 2,000, a few files. */
+  readonly filesChars?: number;
 }
 
 export abstract class PipelineStack<R extends StepResources = StepResources> extends Stack {
@@ -99,7 +103,13 @@ export abstract class PipelineStack<R extends StepResources = StepResources> ext
   protected reportAndPublish(options: ReportAndPublishOptions): sfn.Chain {
     // What the publish step's key reads of the report's output (shared/artifacts.ts: files and metrics).
     this.bounds
-      .chars('$.steps.report.files', 2000, 'the report lists at most a few files, each a short name and an s3:// URI under data/ or runs/')
+      .chars(
+        '$.steps.report.files',
+        options.filesChars ?? 2000,
+        options.filesChars === undefined
+          ? 'the report lists at most a few files, each a short name and an s3:// URI under data/ or runs/'
+          : "the report's files, as many as the pipeline's config bounds, each a short name and an s3:// URI under data/ or runs/",
+      )
       .chars('$.steps.report.metrics', 4000, "the report's figures: a flat record of a few dozen numbers and short names (ids, slugs)")
       .chars('$.steps.report.reportUri', 600, 'an s3:// URI of the report, a content-addressed key under data/<pipeline>/');
     const report = step(this, 'report', {
@@ -114,6 +124,7 @@ export abstract class PipelineStack<R extends StepResources = StepResources> ext
       filesPath: '$.steps.report.files',
       metricsPath: '$.steps.report.metrics',
       cardUriPath: '$.steps.report.reportUri',
+      ...(options.lineagePath ? { lineagePath: options.lineagePath } : {}),
       resultPath: '$.steps.publish',
     });
     const output = new sfn.Pass(this, 'Output', {

@@ -14,6 +14,7 @@
 import pMap from 'p-map';
 import { z } from 'zod';
 import type { TopLevelSpec } from 'vega-lite';
+import { CORPUS_MANIFEST } from '../artifacts.ts';
 import { readObjectBytes } from '../clients/aws.ts';
 import { escapeHtml, svgOf } from '../charts.ts';
 import { readContentAddressed, writeFile } from '../documents.ts';
@@ -445,7 +446,7 @@ export async function reportStep(ctx: ReportContext, raw: unknown) {
   const json = await writeFile(ctx.bucket, `${prefix}figures.json`, JSON.stringify(figures, null, 2), 'application/json');
   return {
     files: [
-      { name: 'manifest.json', uri: inputs.manifestUri },
+      { name: CORPUS_MANIFEST, uri: inputs.manifestUri },
       { name: 'report.html', uri: html.uri },
       { name: 'figures.json', uri: json.uri },
     ],

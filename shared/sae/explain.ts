@@ -97,6 +97,10 @@ export const FeatureContexts = z
   .object({
     format: z.literal(CONTEXTS_FORMAT),
     features: z.array(FeatureContext).max(MAX_FEATURES),
+    /** The SAE the features are of, its width, and how many of its features could be sampled. */
+    saeUri: z.string().max(2048).optional(),
+    width: z.int().min(1).optional(),
+    eligible: z.int().min(0).optional(),
   })
   .strict()
   .superRefine((document, context) => {
