@@ -24,6 +24,7 @@ const CACHED: Record<string, string[]> = {
   molecules: ['publish', 'report'],
   rewards: ['grade', 'publish', 'report', 'train'],
   refinery: ['curate', 'dedup', 'filter-shard', 'ingest', 'label', 'publish', 'report', 'score-shard', 'train'],
+  sae: ['contexts', 'detect', 'harvest', 'label', 'lm', 'publish', 'publish-lm', 'report', 'train-sae'],
   probe: ['prepare', 'publish', 'square-item', 'sum'],
 };
 
