@@ -152,11 +152,12 @@ class TrainLmSpec:
     seed: int = 0
 
 
-def token_stream(tokenizer: Tokenizer, texts: list[str]) -> torch.Tensor:
-    """Every text's tokens after a begin token, end to end."""
+def token_stream(tokenizer: Any, texts: list[str]) -> torch.Tensor:
+    """Every text's tokens after the tokenizer's begin (or separator) token, end to end."""
     ids: list[int] = []
+    bos = getattr(tokenizer, "bos", BOS)
     for text in texts:
-        ids.append(BOS)
+        ids.append(bos)
         ids.extend(tokenizer.encode(text))
     return torch.tensor(ids, dtype=torch.long)
 
@@ -196,7 +197,7 @@ def train_lm(model: LocalLM, stream: torch.Tensor, spec: TrainLmSpec,
 
 
 @torch.no_grad()
-def mean_loss(model: LocalLM, stream: torch.Tensor, max_windows: int = 64) -> float:
+def mean_loss(model: Any, stream: torch.Tensor, max_windows: int = 64) -> float:
     """Mean next-token cross-entropy over consecutive windows of a held-out stream."""
     window = model.block_size + 1
     count = min(max_windows, (stream.numel() - 1) // model.block_size)

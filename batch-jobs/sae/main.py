@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from contexts import ContextsSpec, Split, build_contexts
 from harvest import HarvestError, HarvestSpec, harvest, read_shard
+from hf_model import load_hf, weights_sha256
 from jobio import JobContext, run, split_s3_uri
 from lm import LmConfig, LocalLM, TrainLmSpec, load_lm, mean_loss, save_lm, token_stream, train_lm
 from sae import SaeConfig, evaluate, load_sae, loss_recovered, reconstruct, save_sae, train_sae
@@ -102,23 +103,62 @@ def download_prefix(client: Any, prefix_uri: str, names: list[str], directory: s
 
 
 LM_FILES = ["config.json", "model.safetensors", "tokenizer.json"]
+# What kind of model an lm prefix holds: {"kind": "local"} beside LM_FILES, or {"kind": "hf",
+# "model", "revision", "context", "sha256"} alone (the weights stay on the Hub).
+LM_KIND_FILE = "lm.json"
 
 
-def load_model(client: Any, lm_uri: str, workdir: str) -> tuple[LocalLM, Tokenizer]:
+def load_model(client: Any, lm_uri: str, workdir: str) -> tuple[Any, Any]:
+    """(model, tokenizer) of an lm prefix: the local model, or the Hugging Face model it names."""
+    kind = json.loads(download(client, lm_uri + LM_KIND_FILE, "lmUri"))
+    if kind.get("kind") == "hf":
+        model, tokenizer = load_hf(kind["model"], kind["revision"], int(kind["context"]))
+        if weights_sha256(model.model) != kind["sha256"]:
+            raise SpecError(f"lmUri: {kind['model']}@{kind['revision']} no longer has the weights this run's model "
+                            f"step hashed ({kind['sha256'][:12]}...): pin lm.revision to a commit")
+        return model, tokenizer
     directory = os.path.join(workdir, "lm")
     os.makedirs(directory, exist_ok=True)
     download_prefix(client, lm_uri, LM_FILES, directory)
     return load_lm(directory)
 
 
+def stage_lm_hf(spec: dict, ctx: JobContext, lm: dict, texts: list[str]) -> dict:
+    """The Hugging Face model, read (not trained): its weights' hash is its identity for the cache."""
+    started = time.perf_counter()
+    model, tokenizer = load_hf(field(lm, "model", str), field(lm, "revision", str), field(lm, "context", int))
+    stream = token_stream(tokenizer, texts)
+    wanted = field(spec, "harvestTokens", int)
+    if stream.numel() < wanted:
+        raise HarvestError(f"harvest.tokens: {wanted} tokens asked for, but the corpus has {stream.numel()} "
+                           f"({len(texts)} documents); lower harvest.tokens or use a longer corpus")
+    sha256 = weights_sha256(model.model)
+    held_texts = [t for i, t in enumerate(texts) if i % LM_HELD_OUT_EVERY == LM_HELD_OUT_EVERY - 1] or texts[-1:]
+    held_loss = mean_loss(model, token_stream(tokenizer, held_texts))
+    seconds = time.perf_counter() - started
+    kind = ctx.put_json(LM_KIND_FILE, {"kind": "hf", "model": lm["model"], "revision": lm["revision"],
+                                       "context": lm["context"], "sha256": sha256})
+    metrics = {"corpusDocuments": len(texts), "corpusTokens": int(stream.numel()), "vocab": model.vocab_size,
+               "parameters": sum(p.numel() for p in model.model.parameters()), "heldOutLoss": held_loss,
+               "finalLoss": held_loss, "steps": 0, "seconds": seconds, "tokensPerSecond": 0}
+    written = ctx.put_json("lm-metrics.json", metrics)
+    return {"lmUri": kind["uri"][: -len(LM_KIND_FILE)], "lmSha256": sha256,
+            "metrics": {**metrics, "layers": model.n_layer, "width": model.d_model},
+            "files": [{"name": LM_KIND_FILE, "uri": kind["uri"]}, {"name": "lm-metrics.json", "uri": written["uri"]}],
+            "layers": model.n_layer, "width": model.d_model, "corpusTokens": int(stream.numel()), "heldOutLoss": held_loss,
+            "metricsUri": written["uri"],
+            "s3Outputs": [{"Bucket": kind["Bucket"], "Key": kind["Key"]}, {"Bucket": written["Bucket"], "Key": written["Key"]}]}
+
+
 # ---------------------------------------------------------------- stages
 
 def stage_lm(spec: dict, ctx: JobContext) -> dict:
     lm = field(spec, "lm", dict)
-    if lm.get("kind") != "local":
-        raise SpecError(f"lm.kind: this job trains the local model only (got {lm.get('kind')!r}); "
-                        "a Hugging Face model is read by the harvest")
     texts = corpus_texts(ctx.client, field(spec, "corpusUri", str))
+    if lm.get("kind") == "hf":
+        return stage_lm_hf(spec, ctx, lm, texts)
+    if lm.get("kind") != "local":
+        raise SpecError(f"lm.kind: must be local or hf (got {lm.get('kind')!r})")
     seed = field(spec, "seed", int)
     torch.manual_seed(seed)
     tokenizer = Tokenizer.train(texts, field(lm, "vocab", int))
@@ -141,6 +181,7 @@ def stage_lm(spec: dict, ctx: JobContext) -> dict:
     with tempfile.TemporaryDirectory() as workdir:
         save_lm(workdir, model, tokenizer)
         files = {name: put_file(ctx, name, os.path.join(workdir, name)) for name in LM_FILES}
+    kind = ctx.put_json(LM_KIND_FILE, {"kind": "local"})
     lm_sha256 = hashlib.sha256("".join(files[n]["sha256"] for n in LM_FILES).encode()).hexdigest()
     metrics = {"corpusDocuments": len(texts), "corpusTokens": int(stream.numel()), "vocab": tokenizer.vocab_size,
                "parameters": sum(p.numel() for p in model.parameters()), "heldOutLoss": held_loss, **training}
@@ -149,10 +190,10 @@ def stage_lm(spec: dict, ctx: JobContext) -> dict:
     flat = {k: metrics[k] for k in ("corpusDocuments", "corpusTokens", "vocab", "parameters", "heldOutLoss", "finalLoss",
                                      "steps", "seconds", "tokensPerSecond")}
     return {"lmUri": prefix, "lmSha256": lm_sha256, "metrics": {**flat, "layers": config.n_layer, "width": config.n_embd},
-            "files": [{"name": n, "uri": files[n]["uri"]} for n in LM_FILES] + [{"name": "lm-metrics.json", "uri": written["uri"]}], "layers": config.n_layer, "width": config.n_embd,
+            "files": [{"name": n, "uri": files[n]["uri"]} for n in LM_FILES]
+            + [{"name": LM_KIND_FILE, "uri": kind["uri"]}, {"name": "lm-metrics.json", "uri": written["uri"]}], "layers": config.n_layer, "width": config.n_embd,
             "corpusTokens": int(stream.numel()), "heldOutLoss": held_loss, "metricsUri": written["uri"],
-            "s3Outputs": [{"Bucket": f["Bucket"], "Key": f["Key"]} for f in files.values()]
-            + [{"Bucket": written["Bucket"], "Key": written["Key"]}]}
+            "s3Outputs": [{"Bucket": f["Bucket"], "Key": f["Key"]} for f in [*files.values(), kind, written]]}
 
 
 def stage_harvest(spec: dict, ctx: JobContext) -> dict:
@@ -200,7 +241,7 @@ def read_summary(ctx: JobContext, spec: dict) -> dict:
 
 
 @torch.no_grad()
-def spliced_loss(model: LocalLM, sae: Any, held: Split, layer: int, batch_windows: int = 16) -> float:
+def spliced_loss(model: Any, sae: Any, held: Split, layer: int, batch_windows: int = 16) -> float:
     ids = held.tokens.view(-1, held.window)
     total, count = 0.0, 0
     for b in range(0, ids.shape[0], batch_windows):

@@ -41,6 +41,8 @@ def pieces_of(text: str) -> list[str]:
 
 
 class Tokenizer:
+    bos = BOS
+
     def __init__(self, pieces: list[str]):
         if len(set(pieces)) != len(pieces):
             raise TokenizerError("pieces: must hold each piece once")

@@ -62,6 +62,8 @@ export const HfLm = z
       .max(100)
       .regex(/^[\w.-]+$/)
       .default('main'),
+    /** Tokens per window of the harvest (Pythia was trained on 2,048). */
+    context: count(16, 2_048).default(256),
   })
   .strict();
 
