@@ -60,21 +60,23 @@ class Split:
 def activating_windows(sae: TopKSAE, split: Split, batch_windows: int) -> torch.Tensor:
     """(width,) how many of the split's windows each latent fires in."""
     counts = torch.zeros(sae.config.width, dtype=torch.long)
+    device = sae.b_pre.device
     step = batch_windows * split.window
     for start in range(0, split.tokens.numel(), step):
-        latents = sae.encode(split.activations[start:start + step]).latents
-        counts += (latents.view(-1, split.window, latents.shape[-1]) > 0).any(dim=1).sum(dim=0)
+        latents = sae.encode(split.activations[start:start + step].to(device)).latents
+        counts += (latents.view(-1, split.window, latents.shape[-1]) > 0).any(dim=1).sum(dim=0).cpu()
     return counts
 
 
 @torch.no_grad()
 def feature_activations(sae: TopKSAE, split: Split, features: list[int], batch_windows: int) -> torch.Tensor:
     """(windows, window, len(features)) the chosen latents' activations on every token."""
-    index = torch.tensor(features, dtype=torch.long)
+    device = sae.b_pre.device
+    index = torch.tensor(features, dtype=torch.long, device=device)
     parts = []
     step = batch_windows * split.window
     for start in range(0, split.tokens.numel(), step):
-        parts.append(sae.encode(split.activations[start:start + step]).latents[:, index])
+        parts.append(sae.encode(split.activations[start:start + step].to(device)).latents[:, index].cpu())
     return torch.cat(parts).view(split.windows, split.window, len(features))
 
 

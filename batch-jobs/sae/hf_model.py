@@ -98,8 +98,7 @@ class HfResidualModel:
             logits = self.model(inputs.to(self.device)).logits
         else:
             check_layer(layer, self.n_layer)
-            # The replacement runs where the residual lives: on CPU tensors from the SAE's side.
-            logits = self._hooked(inputs, layer, lambda hidden: replace(hidden.float().cpu()).to(hidden.device, hidden.dtype)).logits
+            logits = self._hooked(inputs, layer, lambda hidden: replace(hidden.float()).to(hidden.device, hidden.dtype)).logits
         targets = ids[:, 1:].to(logits.device)
         return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none").view(ids.shape[0], -1).cpu()
 

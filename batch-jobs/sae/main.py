@@ -240,12 +240,22 @@ def read_summary(ctx: JobContext, spec: dict) -> dict:
     return json.loads(download(ctx.client, field(spec, "harvestUri", str), "harvestUri"))
 
 
+def device() -> str:
+    """The GPU when the job has one (AWS), else the CPU."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 @torch.no_grad()
 def spliced_loss(model: Any, sae: Any, held: Split, layer: int, batch_windows: int = 16) -> float:
     ids = held.tokens.view(-1, held.window)
+    at = sae.b_pre.device
+
+    def splice(x: torch.Tensor) -> torch.Tensor:
+        return reconstruct(sae, x.reshape(-1, x.shape[-1]).to(at)).view_as(x).to(x.device)
+
     total, count = 0.0, 0
     for b in range(0, ids.shape[0], batch_windows):
-        losses = model.losses(ids[b:b + batch_windows], layer, lambda x: reconstruct(sae, x.reshape(-1, x.shape[-1])).view_as(x))
+        losses = model.losses(ids[b:b + batch_windows], layer, splice)
         total += float(losses.double().sum())
         count += losses.numel()
     return total / count
@@ -267,9 +277,10 @@ def stage_sae(spec: dict, ctx: JobContext) -> dict:
         batch = min(config.batch_size, train.activations.shape[0])
         if batch != config.batch_size:
             config = SaeConfig(**{**config.to_json(), "batch_size": batch})
-        sae, history = train_sae(train.activations, config, epochs=float(field(spec, "epochs", (int, float))),
+        sae, history = train_sae(train.activations.to(device()), config, epochs=float(field(spec, "epochs", (int, float))),
                                  progress=lambda r: ctx.progress(stage="sae", **r))
-        held_metrics = evaluate(sae, held.activations)
+        del train
+        held_metrics = evaluate(sae, held.activations.to(device()))
         model, _ = load_model(ctx.client, summary["lmUri"], workdir)
         ce_sae = spliced_loss(model, sae, held, int(summary["layer"]))
         ce_ablated = summary["ceZeroAblated"] if ablation == "zero" else summary["ceMeanAblated"]
@@ -282,7 +293,7 @@ def stage_sae(spec: dict, ctx: JobContext) -> dict:
             "threads": torch.get_num_threads(),
         }
         path = os.path.join(workdir, "sae.safetensors")
-        save_sae(path, sae, config, metrics)
+        save_sae(path, sae.cpu(), config, metrics)
         written = put_file(ctx, "sae.safetensors", path)
     metrics_file = ctx.put_json("metrics.json", {**metrics, "config": config.to_json(), "history": history})
     return {"saeUri": written["uri"], "saeSha256": written["sha256"], "metricsUri": metrics_file["uri"],
@@ -303,6 +314,7 @@ def stage_contexts(spec: dict, ctx: JobContext) -> dict:
         with open(path, "wb") as out:
             out.write(download(ctx.client, field(spec, "saeUri", str), "saeUri"))
         sae, _ = load_sae(path)
+        sae = sae.to(device())
         _, tokenizer = load_model(ctx.client, summary["lmUri"], workdir)
         train = read_split(ctx, summary, "train", workdir)
         held = read_split(ctx, summary, "held-out", workdir)
