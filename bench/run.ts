@@ -23,6 +23,11 @@
  *   the smoke size, a cold run and a new threshold's rerun kept apart, the injected material's
  *   precision and recall, the classifier's agreement and the cost ratio (about ten minutes; skip
  *   with --skip-refinery-pipeline).
+ * - Sparse autoencoders at the smoke size on the refinery's smoke output: the best SAE's loss
+ *   recovered at L0 <= 64 (goal >= 90 %), detection of top-tokens labels against mismatched ones
+ *   (goal: a gap of 0.15), a new k grid (no harvest job), Claude (the fake explainer) and a new
+ *   Claude model (labels and detection only), SAE training tokens/s on one core (about fifteen
+ *   minutes with its own refinery run; skip with --skip-sae-pipeline).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -52,6 +57,7 @@ import { describeDiscovery, measureDiscovery } from './molecules-discovery.ts';
 import { describeRewards, measureRewards } from './rewards.ts';
 import { describeRefinery, measureRefinery } from './refinery.ts';
 import { describeRefineryPipeline, measureRefineryPipeline } from './refinery-pipeline.ts';
+import { describeSaePipeline, measureSaePipeline } from './sae-pipeline.ts';
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const figures: Record<string, unknown> = {
@@ -363,6 +369,11 @@ if (!process.argv.includes('--skip-refinery-pipeline')) {
   const pipeline = await measureRefineryPipeline('smoke');
   figures.refineryPipeline = { ...pipeline, cold: undefined, rerun: undefined, coldFigures: pipeline.cold, rerunKept: pipeline.rerun.accounting.kept };
   console.log(describeRefineryPipeline(pipeline));
+}
+if (!process.argv.includes('--skip-sae-pipeline')) {
+  const sae = await measureSaePipeline('smoke', 'smoke');
+  figures.saePipeline = sae;
+  console.log(describeSaePipeline(sae));
 }
 if (!process.argv.includes('--skip-league')) await leagueRerun();
 if (!process.argv.includes('--skip-discovery')) {
