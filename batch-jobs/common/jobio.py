@@ -24,6 +24,22 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
     return parsed.netloc, parsed.path.lstrip("/")
 
 
+class MissingObject(ValueError):
+    """An s3:// URI a spec names has no object."""
+
+
+def get_bytes(client: Any, uri: str, field: str, missing: type[Exception] = MissingObject) -> bytes:
+    """The object's bytes; a missing key raises `missing` naming the field and the URI."""
+    bucket, key = split_s3_uri(uri)
+    try:
+        return client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except Exception as error:  # noqa: BLE001 - a missing key gets a clear message; others re-raise
+        code = (getattr(error, "response", None) or {}).get("Error", {}).get("Code")
+        if code in ("NoSuchKey", "404", "NotFound"):
+            raise missing(f"{field}: {uri}: no such object") from error
+        raise
+
+
 def s3_client():
     import boto3
     from botocore.config import Config

@@ -10,6 +10,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 
 from jobio import JobContext  # noqa: E402
+from memory_s3 import MemoryS3  # noqa: E402
 from scorers import UnknownScorerError  # noqa: E402
 from specs import SpecError  # noqa: E402
 from tasks import heldout_rows  # noqa: E402
@@ -27,29 +28,6 @@ TINY_TRAIN = {
 }
 
 
-class FakeS3Error(Exception):
-    def __init__(self, code):
-        super().__init__(code)
-        self.response = {"Error": {"Code": code}}
-
-
-class FakeS3:
-    """put_object / get_object over a dict: the two calls the jobs make, no network."""
-
-    def __init__(self):
-        self.objects = {}
-        self.order = []
-
-    def put_object(self, Bucket, Key, Body, ContentType=None):
-        self.objects[(Bucket, Key)] = bytes(Body)
-        self.order.append(Key)
-
-    def get_object(self, Bucket, Key):
-        if (Bucket, Key) not in self.objects:
-            raise FakeS3Error("NoSuchKey")
-        return {"Body": io.BytesIO(self.objects[(Bucket, Key)])}
-
-
 def quietly(fn, *args):
     with open(os.devnull, "w") as quiet:
         stdout, sys.stdout = sys.stdout, quiet
@@ -62,7 +40,7 @@ def quietly(fn, *args):
 class JobsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.s3 = FakeS3()
+        cls.s3 = MemoryS3()
         cls.train = quietly(train_main.main, copy.deepcopy(TINY_TRAIN), JobContext("s3://lab/jobs/train/", cls.s3))
         for task in ("arithmetic", "reversal"):
             body = "\n".join(json.dumps(r) for r in heldout_rows(task, 30)).encode()

@@ -15,7 +15,6 @@ Checkpoint files (a directory, or the files a manifest names):
 from __future__ import annotations
 
 import json
-import math
 import os
 import pickle
 from dataclasses import asdict, dataclass
@@ -23,9 +22,9 @@ from typing import Any
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from tensors import (  # noqa: F401 - re-exported for the eval and training modules
     CheckpointCorrupt, CheckpointError, Linear, linear, read_safetensors, write_safetensors)
+from transformer import Block
 
 CONFIG_FORMAT = "tinylm-v1"
 PAD, BOS, STOP = "\x00", "\x02", "\n"
@@ -132,30 +131,6 @@ class CharTokenizer:
 
     def decode(self, ids: list[int]) -> str:
         return "".join(self.vocab[i] for i in ids if i > 1)
-
-
-class Block(nn.Module):
-    def __init__(self, config: ModelConfig):
-        super().__init__()
-        self.n_head = config.n_head
-        self.ln_1 = nn.LayerNorm(config.n_embd)
-        self.attn = Linear(config.n_embd, 3 * config.n_embd)
-        self.proj = Linear(config.n_embd, config.n_embd)
-        self.ln_2 = nn.LayerNorm(config.n_embd)
-        self.fc = Linear(config.n_embd, 4 * config.n_embd)
-        self.fc_out = Linear(4 * config.n_embd, config.n_embd)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        batch, length, width = x.shape
-        q, k, v = self.attn(self.ln_1(x)).split(width, dim=2)
-        shape = (batch, length, self.n_head, width // self.n_head)
-        q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
-        # Written out (not scaled_dot_product_attention): torch 1.13 does not have it.
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(width // self.n_head)
-        scores = scores.masked_fill(~mask, float("-inf"))
-        y = (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(batch, length, width)
-        x = x + self.proj(y)
-        return x + self.fc_out(F.gelu(self.fc(self.ln_2(x))))
 
 
 class TinyLM(nn.Module):

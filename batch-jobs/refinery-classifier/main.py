@@ -31,7 +31,7 @@ import os
 import tempfile
 from typing import Any
 
-from jobio import JobContext, run, split_s3_uri
+from jobio import JobContext, get_bytes, run, split_s3_uri
 from model import LabelError, TrainConfig, parse_labels, train_and_evaluate
 
 
@@ -47,20 +47,9 @@ def parse_spec(spec: Any) -> tuple[str, TrainConfig]:
     return labels_uri, TrainConfig.from_json(fields)
 
 
-def _download(client: Any, uri: str) -> bytes:
-    bucket, key = split_s3_uri(uri)
-    try:
-        return client.get_object(Bucket=bucket, Key=key)["Body"].read()
-    except Exception as error:  # noqa: BLE001 - a missing key gets a clear message; others re-raise
-        code = (getattr(error, "response", None) or {}).get("Error", {}).get("Code")
-        if code in ("NoSuchKey", "404", "NotFound"):
-            raise LabelError(f"labelsUri: {uri}: no such object") from error
-        raise
-
-
 def main(spec: dict, ctx: JobContext) -> dict:
     labels_uri, config = parse_spec(spec)
-    labels = parse_labels(_download(ctx.client, labels_uri), source=f"labelsUri {labels_uri}")
+    labels = parse_labels(get_bytes(ctx.client, labels_uri, "labelsUri", missing=LabelError), source=f"labelsUri {labels_uri}")
     ctx.progress(stage="labels", count=len(labels))
     with tempfile.TemporaryDirectory() as workdir:
         path = os.path.join(workdir, "model.onnx")

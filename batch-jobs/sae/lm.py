@@ -25,8 +25,9 @@ from typing import Any, Callable, Optional
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from tensors import CheckpointCorrupt, Linear, linear, read_safetensors, write_safetensors
+from tensors import CheckpointCorrupt, linear, read_safetensors, write_safetensors
 from tokenizer import BOS, Tokenizer
+from transformer import Block
 
 LM_FORMAT = "sae-lm-v1"
 Replace = Optional[Callable[[torch.Tensor], torch.Tensor]]
@@ -57,28 +58,6 @@ def check_layer(layer: Any, n_layer: int, field: str = "layer") -> int:
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n_layer:
         raise LayerError(f"{field}: the model has layers 0 to {n_layer - 1} (got {layer!r})")
     return layer
-
-
-class Block(nn.Module):
-    def __init__(self, config: LmConfig):
-        super().__init__()
-        self.n_head = config.n_head
-        self.ln_1 = nn.LayerNorm(config.n_embd)
-        self.attn = Linear(config.n_embd, 3 * config.n_embd)
-        self.proj = Linear(config.n_embd, config.n_embd)
-        self.ln_2 = nn.LayerNorm(config.n_embd)
-        self.fc = Linear(config.n_embd, 4 * config.n_embd)
-        self.fc_out = Linear(4 * config.n_embd, config.n_embd)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        batch, length, width = x.shape
-        q, k, v = self.attn(self.ln_1(x)).split(width, dim=2)
-        shape = (batch, length, self.n_head, width // self.n_head)
-        q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(width // self.n_head)
-        y = (scores.masked_fill(~mask, float("-inf")).softmax(dim=-1) @ v).transpose(1, 2).reshape(batch, length, width)
-        x = x + self.proj(y)
-        return x + self.fc_out(F.gelu(self.fc(self.ln_2(x))))
 
 
 class LocalLM(nn.Module):

@@ -32,7 +32,7 @@ import torch
 from contexts import ContextsSpec, Split, build_contexts
 from harvest import HarvestError, HarvestSpec, harvest, read_shard
 from hf_model import load_hf, weights_sha256
-from jobio import JobContext, run, split_s3_uri
+from jobio import JobContext, get_bytes, run
 from lm import LmConfig, LocalLM, TrainLmSpec, load_lm, mean_loss, save_lm, token_stream, train_lm
 from sae import SaeConfig, evaluate, load_sae, loss_recovered, reconstruct, save_sae, train_sae
 from tokenizer import Tokenizer
@@ -53,14 +53,7 @@ def field(spec: dict, name: str, kind: type | tuple[type, ...]) -> Any:
 
 
 def download(client: Any, uri: str, field_name: str) -> bytes:
-    bucket, key = split_s3_uri(uri)
-    try:
-        return client.get_object(Bucket=bucket, Key=key)["Body"].read()
-    except Exception as error:  # noqa: BLE001 - a missing key gets a clear message; others re-raise
-        code = (getattr(error, "response", None) or {}).get("Error", {}).get("Code")
-        if code in ("NoSuchKey", "404", "NotFound"):
-            raise SpecError(f"{field_name}: {uri}: no such object") from error
-        raise
+    return get_bytes(client, uri, field_name, missing=SpecError)
 
 
 def corpus_texts(client: Any, uri: str) -> list[str]:

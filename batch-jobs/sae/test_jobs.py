@@ -5,7 +5,6 @@ on every Debian system), a few hundred kilobytes split into paragraphs.
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 import sys
@@ -14,30 +13,10 @@ import unittest
 import torch
 from harvest import HarvestError
 from jobio import JobContext
+from memory_s3 import MemoryS3
 from main import SpecError, main
 
 LICENCES = "/usr/share/common-licenses"
-
-
-class FakeS3Error(Exception):
-    def __init__(self, code: str):
-        super().__init__(code)
-        self.response = {"Error": {"Code": code}}
-
-
-class FakeS3:
-    """put_object / get_object over a dict: the two calls the job makes."""
-
-    def __init__(self) -> None:
-        self.objects: dict[tuple[str, str], bytes] = {}
-
-    def put_object(self, Bucket: str, Key: str, Body: bytes, ContentType: str | None = None) -> None:  # noqa: N803
-        self.objects[(Bucket, Key)] = bytes(Body)
-
-    def get_object(self, Bucket: str, Key: str) -> dict:  # noqa: N803
-        if (Bucket, Key) not in self.objects:
-            raise FakeS3Error("NoSuchKey")
-        return {"Body": io.BytesIO(self.objects[(Bucket, Key)])}
 
 
 def licence_paragraphs() -> list[str]:
@@ -67,7 +46,7 @@ class StagesTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
         torch.set_num_threads(1)
-        cls.s3 = FakeS3()
+        cls.s3 = MemoryS3()
         rows = "".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(licence_paragraphs()))
         cls.s3.put_object("lab", "corpus/shard-0.jsonl", rows.encode())
         manifest = {"shards": [{"uri": "s3://lab/corpus/shard-0.jsonl"}]}

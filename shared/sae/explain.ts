@@ -181,12 +181,20 @@ export const DEFAULT_TOP_TOKENS = 3;
  * token-match detection would then call windows active that merely contain them.
  */
 export const DEFAULT_MIN_TOKEN_SHARE = 0.05;
+/**
+ * A named token must fire on at least this share of its occurrences in the explain windows: a
+ * feature that fires on " the" only after "of" is not labelled " the", which would match nearly
+ * every window and detect nothing.
+ */
+export const DEFAULT_MIN_TOKEN_PRECISION = 0.5;
 
 export interface TopTokensOptions {
   /** Tokens named, 1 to 20; DEFAULT_TOP_TOKENS by default. */
   readonly topN?: number;
   /** In (0, 1]; DEFAULT_MIN_TOKEN_SHARE by default. */
   readonly minShare?: number;
+  /** In (0, 1]; DEFAULT_MIN_TOKEN_PRECISION by default. */
+  readonly minPrecision?: number;
 }
 
 export interface TopTokensLabel {
@@ -199,12 +207,14 @@ export interface TopTokensLabel {
 
 /**
  * The non-LLM baseline: over the explain windows whose source is not "inactive", each distinct
- * token string's summed activation (positions with activation > 0 only); the `topN` tokens with
- * the most, keeping those with at least `minShare` of the total. Ties go to the earlier token in
- * code-unit order, so the label is a pure function of the windows.
+ * token string's summed activation (positions with activation > 0 only); of the tokens that fire
+ * on at least `minPrecision` of their occurrences in all the explain windows (inactive ones
+ * included), the `topN` with the most activation, keeping those with at least `minShare` of the
+ * total. When no token is that precise, the precision rule is dropped rather than the label.
+ * Ties go to the earlier token in code-unit order, so the label is a pure function of the windows.
  */
 export function topTokensExplainer(feature: FeatureContext, options: TopTokensOptions = {}): TopTokensLabel {
-  const { topN, minShare } = checkTopTokensOptions(options);
+  const { topN, minShare, minPrecision } = checkTopTokensOptions(options);
   const sums = new Map<string, number>();
   let total = 0;
   for (const window of activating(feature))
@@ -214,19 +224,35 @@ export function topTokensExplainer(feature: FeatureContext, options: TopTokensOp
       sums.set(token, (sums.get(token) ?? 0) + a);
       total += a;
     });
-  const tokens = [...sums]
-    .filter(([, sum]) => sum >= minShare * total)
+  const seen = new Map<string, { fired: number; all: number }>();
+  for (const window of feature.explain)
+    window.tokens.forEach((token, i) => {
+      if (!sums.has(token)) return;
+      const count = seen.get(token) ?? { fired: 0, all: 0 };
+      count.all++;
+      if (window.activations[i]! > 0) count.fired++;
+      seen.set(token, count);
+    });
+  const candidates = [...sums].filter(([, sum]) => sum >= minShare * total);
+  const precise = candidates.filter(([token]) => {
+    const count = seen.get(token)!;
+    return count.fired >= minPrecision * count.all;
+  });
+  const tokens = (precise.length ? precise : candidates)
     .sort(([a, x], [b, y]) => y - x || (a < b ? -1 : a > b ? 1 : 0))
     .slice(0, topN)
     .map(([token]) => token);
   return { label: `top tokens: ${tokens.length ? tokens.map((t) => JSON.stringify(t)).join(', ') : '(none)'}`, tokens, explainer: 'top-tokens' };
 }
 
-function checkTopTokensOptions(options: TopTokensOptions): { topN: number; minShare: number } {
+function checkTopTokensOptions(options: TopTokensOptions): { topN: number; minShare: number; minPrecision: number } {
   const topN = checkInteger('topN', options.topN ?? DEFAULT_TOP_TOKENS, 1, 20);
   const minShare = options.minShare ?? DEFAULT_MIN_TOKEN_SHARE;
   if (typeof minShare !== 'number' || !(minShare > 0 && minShare <= 1)) throw new ConfigError('minShare', minShare, 'must be a number in (0, 1]');
-  return { topN, minShare };
+  const minPrecision = options.minPrecision ?? DEFAULT_MIN_TOKEN_PRECISION;
+  if (typeof minPrecision !== 'number' || !(minPrecision > 0 && minPrecision <= 1))
+    throw new ConfigError('minPrecision', minPrecision, 'must be a number in (0, 1]');
+  return { topN, minShare, minPrecision };
 }
 
 /** Top-tokens labels for every feature; one with no activating explain window is unlabelled. */

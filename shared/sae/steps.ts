@@ -11,13 +11,16 @@
  * - label: the chosen SAE's feature contexts labelled by the explainer.
  * - detect: each label scored for detection on held-out contexts, with a mismatched-label control.
  */
+import type { Context } from 'aws-lambda';
 import { z } from 'zod';
 import { CORPUS_MANIFEST, copySource, getArtifactVersion } from '../artifacts.ts';
 import { CopyObjectCommand } from '@aws-sdk/client-s3';
 import { readObjectBytes, s3Client } from '../clients/aws.ts';
 import { writeFile, type S3Written } from '../documents.ts';
 import { ConfigError, NotFoundError } from '../errors.ts';
+import { ENV, optionalEnv, requireEnv } from '../env.ts';
 import { canonicalJson, sha256Hex } from '../json.ts';
+import { startInvocationLog } from '../log.ts';
 import { MissingApiKeyError } from '../rewards/errors.ts';
 import { resolveApiKey } from '../rewards/propose.ts';
 import { parseOrThrow } from '../schema.ts';
@@ -33,6 +36,20 @@ export interface SaeStepContext {
   readonly table?: string;
   readonly anthropicSecretArn?: string;
   readonly env?: NodeJS.ProcessEnv;
+}
+
+/** A step's Lambda handler: the context from the function's environment, an invocation log line, the step. */
+export function saeHandler(step: string, run: (ctx: SaeStepContext, event: unknown) => Promise<unknown>) {
+  const ctx: SaeStepContext = {
+    bucket: requireEnv(ENV.bucket),
+    pipeline: requireEnv(ENV.pipeline),
+    table: optionalEnv(ENV.table),
+    anthropicSecretArn: optionalEnv(ENV.anthropicSecretArn),
+  };
+  return async (event: unknown, context?: Context) => {
+    startInvocationLog(context, { step });
+    return run(ctx, event);
+  };
 }
 
 const s3Out = (w: S3Written) => ({ Bucket: w.Bucket, Key: w.Key });

@@ -17,8 +17,8 @@
  * or the calls a predicate picks, refusals (stop_reason 'refusal'), scripted malformed text, and
  * 401 for a wrong key. It records every request and the peak number in flight.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { listenMessagesServer } from './messages-server.ts';
 
 export interface FakeExplainerCall {
   readonly kind: 'explain' | 'detect' | 'unknown';
@@ -113,8 +113,6 @@ export async function startFakeExplainer(options: FakeExplainerOptions = {}): Pr
   const timers = new Set<NodeJS.Timeout>();
   const minCacheable = options.minCacheableTokens ?? 1024;
   let overloaded = 0;
-  let inFlight = 0;
-  let peakInFlight = 0;
 
   const later = (ms: number, fn: () => void) => {
     const timer = setTimeout(() => {
@@ -206,28 +204,13 @@ export async function startFakeExplainer(options: FakeExplainerOptions = {}): Pr
     });
   };
 
-  const server: Server = createServer((req, res) => {
-    inFlight++;
-    peakInFlight = Math.max(peakInFlight, inFlight);
-    res.on('close', () => inFlight--);
-    let raw = '';
-    req.on('data', (chunk: Buffer) => (raw += chunk.toString('utf8')));
-    req.on('end', () => answer(req, res, raw));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  const http = await listenMessagesServer(answer, timers);
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: http.url,
     requests,
     get peakInFlight() {
-      return peakInFlight;
+      return http.peakInFlight;
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const timer of timers) clearTimeout(timer);
-        timers.clear();
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close: () => http.close(),
   };
 }

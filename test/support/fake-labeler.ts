@@ -23,8 +23,8 @@
  * the client's timeout, arbitrary HTTP errors, and 401 for a wrong key. It records every request
  * and the peak number in flight.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { listenMessagesServer } from './messages-server.ts';
 
 /** The hidden set: words that mark instructional text. */
 export const INSTRUCTIONAL_WORDS: readonly string[] = [
@@ -165,8 +165,6 @@ export async function startFakeLabeler(options: FakeLabelerOptions = {}): Promis
   const timers = new Set<NodeJS.Timeout>();
   const minCacheable = options.minCacheableTokens ?? 1024;
   let overloaded = 0;
-  let inFlight = 0;
-  let peakInFlight = 0;
 
   const later = (ms: number, fn: () => void) => {
     if (ms <= 0) return fn();
@@ -276,31 +274,16 @@ export async function startFakeLabeler(options: FakeLabelerOptions = {}): Promis
     });
   };
 
-  const server: Server = createServer((req, res) => {
-    inFlight++;
-    peakInFlight = Math.max(peakInFlight, inFlight);
-    res.on('close', () => inFlight--);
-    let raw = '';
-    req.on('data', (chunk: Buffer) => (raw += chunk.toString('utf8')));
-    req.on('end', () => answer(req, res, raw));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  const http = await listenMessagesServer(answer, timers);
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: http.url,
     requests,
     get peakInFlight() {
-      return peakInFlight;
+      return http.peakInFlight;
     },
     get inFlight() {
-      return inFlight;
+      return http.inFlight;
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const timer of timers) clearTimeout(timer);
-        timers.clear();
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close: () => http.close(),
   };
 }

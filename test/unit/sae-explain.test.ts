@@ -195,6 +195,27 @@ describe('the top-tokens baseline', () => {
     ]);
   });
 
+  it('leaves out a token the feature fires on less than half the times it appears, unless no token is that precise', () => {
+    const feature: FeatureContext = {
+      feature: 2,
+      firingRate: 0.1,
+      maxActivation: 5,
+      explain: [
+        // " the" carries the most activation (5 + 4 = 9) but fires at 2 of its 6 occurrences; "(" fires at both of its 2.
+        { tokens: [' of', ' the', '(', ' the'], activations: [0, 5, 3, 0], source: 'top' },
+        { tokens: [' of', ' the', '(', ' the'], activations: [0, 4, 2, 0], source: 'quantile' },
+        { tokens: [' the', ' cat'], activations: [0, 0], source: 'inactive' },
+        { tokens: [' the'], activations: [0], source: 'inactive' },
+      ],
+      detect: [],
+    };
+    assert.deepEqual(topTokensExplainer(feature).tokens, ['(']);
+    assert.deepEqual(topTokensExplainer(feature, { minPrecision: 0.3 }).tokens, [' the', '(']);
+    const imprecise = { ...feature, explain: feature.explain.map((w) => ({ ...w, tokens: w.tokens.map((t) => (t === '(' ? ' the' : t)) })) };
+    assert.deepEqual(topTokensExplainer(imprecise).tokens, [' the']);
+    assert.throws(() => topTokensExplainer(feature, { minPrecision: 2 }), /minPrecision: must be a number in \(0, 1\] \(got 2\)/);
+  });
+
   it('token-match detection is true iff the window holds one of the tokens, exactly', () => {
     assert.equal(tokenMatchPredict([' the', '('], { tokens: ['f', '(', 'x'] }), true);
     assert.equal(tokenMatchPredict([' the'], { tokens: ['the', ' there'] }), false);

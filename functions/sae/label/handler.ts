@@ -1,17 +1,4 @@
 /** Labels a sample of the chosen SAE's features (shared/sae/steps.ts). */
-import type { Context } from 'aws-lambda';
-import { ENV, optionalEnv, requireEnv } from '#shared/env.ts';
-import { startInvocationLog } from '#shared/log.ts';
-import { labelStep } from '#shared/sae/steps.ts';
+import { labelStep, saeHandler } from '#shared/sae/steps.ts';
 
-const ctx = {
-  bucket: requireEnv(ENV.bucket),
-  pipeline: requireEnv(ENV.pipeline),
-  table: optionalEnv(ENV.table),
-  anthropicSecretArn: optionalEnv(ENV.anthropicSecretArn),
-};
-
-export async function handler(event: unknown, context?: Context) {
-  startInvocationLog(context, { step: 'label' });
-  return labelStep(ctx, event);
-}
+export const handler = saeHandler('label', labelStep);

@@ -1,17 +1,4 @@
 /** Finds the corpus artifact, resolves the explainer and lists the SAE grid (shared/sae/steps.ts). */
-import type { Context } from 'aws-lambda';
-import { ENV, optionalEnv, requireEnv } from '#shared/env.ts';
-import { startInvocationLog } from '#shared/log.ts';
-import { prepareStep } from '#shared/sae/steps.ts';
+import { prepareStep, saeHandler } from '#shared/sae/steps.ts';
 
-const ctx = {
-  bucket: requireEnv(ENV.bucket),
-  pipeline: requireEnv(ENV.pipeline),
-  table: optionalEnv(ENV.table),
-  anthropicSecretArn: optionalEnv(ENV.anthropicSecretArn),
-};
-
-export async function handler(event: unknown, context?: Context) {
-  startInvocationLog(context, { step: 'prepare' });
-  return prepareStep(ctx, event);
-}
+export const handler = saeHandler('prepare', prepareStep);

@@ -1,17 +1,4 @@
 /** Reads every SAE result and chooses the one to label (shared/sae/steps.ts). */
-import type { Context } from 'aws-lambda';
-import { ENV, optionalEnv, requireEnv } from '#shared/env.ts';
-import { startInvocationLog } from '#shared/log.ts';
-import { selectStep } from '#shared/sae/steps.ts';
+import { selectStep, saeHandler } from '#shared/sae/steps.ts';
 
-const ctx = {
-  bucket: requireEnv(ENV.bucket),
-  pipeline: requireEnv(ENV.pipeline),
-  table: optionalEnv(ENV.table),
-  anthropicSecretArn: optionalEnv(ENV.anthropicSecretArn),
-};
-
-export async function handler(event: unknown, context?: Context) {
-  startInvocationLog(context, { step: 'select' });
-  return selectStep(ctx, event);
-}
+export const handler = saeHandler('select', selectStep);
