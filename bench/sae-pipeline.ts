@@ -140,7 +140,9 @@ export async function measureSaePipeline(
     await labeler.close();
     await explainer.close();
     process.env = saved;
-    rmSync(dir, { recursive: true, force: true });
+    // KEEP_BENCH_DATA keeps the runtime's data directory (the harvest, contexts, labels) to study.
+    if (process.env.KEEP_BENCH_DATA) console.log(`kept ${dir}`);
+    else rmSync(dir, { recursive: true, force: true });
   }
 }
 
