@@ -15,7 +15,16 @@ import { maxJsonChars, parseOrThrow } from '#shared/schema.ts';
 /** The most a config may take of a state: a tenth of Step Functions' 256 KiB. */
 const MAX_CONFIG_JSON_CHARS = 24 * 1024;
 /** What the configs' schemas gave when these bounds were set (a change shows up here). */
-const MEASURED: Record<string, number> = { selfplay: 681, evals: 9627, 'lm-sft': 642, molecules: 6944, rewards: 5317, refinery: 17657, sae: 2516, probe: 10703 };
+const MEASURED: Record<string, number> = {
+  selfplay: 681,
+  evals: 9627,
+  'lm-sft': 642,
+  molecules: 6944,
+  rewards: 5317,
+  refinery: 17657,
+  sae: 2516,
+  probe: 10703,
+};
 
 describe('config bounds', () => {
   for (const entry of PIPELINES) {
