@@ -33,6 +33,11 @@ import { acknowledgeFindings, s3GrantFindings } from '#pipelines/steps/nag-findi
 import { EVALS_TRIGGER_CONFIG, EvalsConfig } from './config.ts';
 
 export const EVALS_PIPELINE = 'evals';
+/**
+ * The checkpoint's manifest in its `checkpoint` artifact version (not manifest.json: that name is
+ * the artifact version's own index entry, which would overwrite it).
+ */
+export const CHECKPOINT_MANIFEST_FILE = 'checkpoint-manifest.json';
 
 export type EvalsStackProps = PipelineStackProps;
 
@@ -45,7 +50,7 @@ export class EvalsStack extends PipelineStack {
     // worst by JSON's escapes.
     this.bounds
       .chars('$.prep.artifacts', 300, "the run's three artifact names (ARTIFACT_NAME: at most 63 characters each)")
-      .chars('$.checkpointArtifact.files', 2400, "the 'Checkpoint files' Pass: one entry, the manifest's URI (escaped, at most 2 x 1,100) named manifest.json")
+      .chars('$.checkpointArtifact.files', 2400, "the 'Checkpoint files' Pass: one entry, the manifest's URI (escaped, at most 2 x 1,100) named checkpoint-manifest.json")
       .chars(
         '$.checkpointArtifact.metrics',
         3400,
@@ -139,7 +144,7 @@ export class EvalsStack extends PipelineStack {
     });
     const checkpointFiles = new sfn.Pass(this, 'Checkpoint files', {
       parameters: {
-        files: [{ 'uri.$': '$.prep.checkpoint.manifestUri', name: 'manifest.json' }],
+        files: [{ 'uri.$': '$.prep.checkpoint.manifestUri', name: CHECKPOINT_MANIFEST_FILE }],
         metrics: {
           'run.$': '$.prep.checkpoint.run',
           'step.$': '$.prep.checkpoint.step',

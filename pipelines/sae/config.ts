@@ -203,7 +203,8 @@ export const SAE_SIZES = {
   full: {
     lm: { kind: 'hf', model: 'EleutherAI/pythia-70m', revision: 'main' },
     layer: 3,
-    harvest: { tokens: 10_000_000 },
+    // 4M tokens x 512 floats: 8 GiB of activations, what the SAE job's 30 GiB holds beside the model.
+    harvest: { tokens: 4_000_000 },
     sae: { widths: [4_096, 8_192, 16_384], ks: [8, 16, 24, 32, 48, 64], batchSize: 8_192 },
     labels: { features: 100, concurrency: 16 },
   },
