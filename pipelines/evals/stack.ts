@@ -50,7 +50,11 @@ export class EvalsStack extends PipelineStack {
     // worst by JSON's escapes.
     this.bounds
       .chars('$.prep.artifacts', 300, "the run's three artifact names (ARTIFACT_NAME: at most 63 characters each)")
-      .chars('$.checkpointArtifact.files', 2400, "the 'Checkpoint files' Pass: one entry, the manifest's URI (escaped, at most 2 x 1,100) named checkpoint-manifest.json")
+      .chars(
+        '$.checkpointArtifact.files',
+        2400,
+        "the 'Checkpoint files' Pass: one entry, the manifest's URI (escaped, at most 2 x 1,100) named checkpoint-manifest.json",
+      )
       .chars(
         '$.checkpointArtifact.metrics',
         3400,
