@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 from contexts import ContextsSpec, Split, build_contexts
-from harvest import HarvestError, HarvestSpec, harvest, read_shard
+from harvest import HarvestError, HarvestSpec, harvest, mean_cross_entropy, read_shard
 from hf_model import load_hf, weights_sha256
 from jobio import JobContext, get_bytes, run
 from lm import LmConfig, LocalLM, TrainLmSpec, load_lm, mean_loss, save_lm, token_stream, train_lm
@@ -246,12 +246,7 @@ def spliced_loss(model: Any, sae: Any, held: Split, layer: int, batch_windows: i
     def splice(x: torch.Tensor) -> torch.Tensor:
         return reconstruct(sae, x.reshape(-1, x.shape[-1]).to(at)).view_as(x).to(x.device)
 
-    total, count = 0.0, 0
-    for b in range(0, ids.shape[0], batch_windows):
-        losses = model.losses(ids[b:b + batch_windows], layer, splice)
-        total += float(losses.double().sum())
-        count += losses.numel()
-    return total / count
+    return mean_cross_entropy(model, ids, layer, splice, batch_windows)
 
 
 def stage_sae(spec: dict, ctx: JobContext) -> dict:
