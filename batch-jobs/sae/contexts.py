@@ -26,6 +26,9 @@ from sae import TopKSAE
 
 CONTEXTS_FORMAT = "sae-contexts-v1"
 QUANTILES = 10
+# A token's text at most this long (shared/sae/explain.ts MAX_TOKEN_CHARS): a word piece has no
+# length bound (a 10,000-letter run in the corpus is one piece), the contexts' schema has.
+MAX_TOKEN_CHARS = 200
 
 
 class ContextsError(ValueError):
@@ -97,7 +100,7 @@ def _spread(order: list[int], count: int, generator: torch.Generator) -> list[in
 def _shown(tokens: torch.Tensor, acts: torch.Tensor, peak: int, size: int, token_text: Callable[[int], str]) -> dict:
     end = min(tokens.numel(), max(size, peak + 5))
     start = max(0, end - size)
-    return {"tokens": [token_text(int(t)) for t in tokens[start:end]],
+    return {"tokens": [token_text(int(t))[:MAX_TOKEN_CHARS] for t in tokens[start:end]],
             "activations": [float(f"{float(a):.4g}") for a in acts[start:end]]}
 
 
