@@ -109,5 +109,44 @@ class StagesTest(unittest.TestCase):
                                        "harvestTokens": 1})
 
 
+class HugeWordTest(unittest.TestCase):
+    """A word piece has no length bound, but the contexts' schema caps a token's text at 200
+    characters (shared/sae/explain.ts MAX_TOKEN_CHARS): a 5,000-letter word, frequent enough to be
+    a piece of its own, is cut to 200 characters in every window shown."""
+
+    def test_a_huge_piece_is_cut_to_the_schema_bound(self) -> None:
+        torch.set_num_threads(1)
+        huge = " " + "q" * 5_000
+        s3 = MemoryS3()
+        texts = []
+        for paragraph in licence_paragraphs()[:150]:
+            words = paragraph.split(" ")
+            texts.append(" ".join(w + huge if i % 6 == 5 else w for i, w in enumerate(words)))
+        s3.put_object("lab", "corpus/shard-0.jsonl", "".join(json.dumps({"text": t}) + "\n" for t in texts).encode())
+        s3.put_object("lab", "corpus/manifest.json", json.dumps({"shards": [{"uri": "s3://lab/corpus/shard-0.jsonl"}]}).encode())
+
+        def run(name: str, spec: dict) -> dict:
+            return quietly(main, spec, JobContext(output_uri=f"s3://lab/runs/{name}/", client=s3))
+
+        lm = run("lm", {"stage": "lm", "corpusUri": "s3://lab/corpus/manifest.json", "lm": {**LM, "steps": 20}, "seed": 0,
+                        "harvestTokens": 4_096})
+        tokenizer = json.loads(s3.objects[("lab", "runs/lm/tokenizer.json")])
+        self.assertIn(huge, tokenizer["pieces"])
+        harvest = run("harvest", {"stage": "harvest", "corpusUri": "s3://lab/corpus/manifest.json", "lmUri": lm["lmUri"],
+                                  "layer": 1, "tokens": 4_096, "heldOutEvery": 4})
+        sae = run("sae", {"stage": "sae", "harvestUri": harvest["harvestUri"], "width": 64, "k": 4, "epochs": 1,
+                          "batchSize": 256, "learningRate": None, "auxk": None, "auxkCoef": 1 / 32, "deadTokens": 1_000,
+                          "ablation": "zero", "seed": 0})
+        contexts = run("contexts", {"stage": "contexts", "harvestUri": harvest["harvestUri"], "saeUri": sae["saeUri"], "seed": 0,
+                                    "labels": {"features": 4, "minActivating": 2, "explainExamples": 6, "detectExamples": 4,
+                                               "windowTokens": 12}})
+        bucket, key = contexts["contextsUri"][len("s3://"):].split("/", 1)
+        document = json.loads(s3.objects[(bucket, key)])
+        tokens = [t for f in document["features"] for w in f["explain"] + f["detect"] for t in w["tokens"]]
+        self.assertGreater(len(tokens), 0)
+        self.assertLessEqual(max(len(t) for t in tokens), 200)
+        self.assertIn(huge[:200], tokens)
+
+
 if __name__ == "__main__":
     unittest.main()
