@@ -23,7 +23,13 @@ export interface PublishArtifactProps {
   /** Path of the artifact name in the state, when it is known only at run time (e.g. per training run). */
   readonly namePath?: string;
   /** Path of `[{uri, name}]`: the files to publish. */
-  readonly filesPath: string;
+  readonly filesPath?: string;
+  /**
+   * Or the path of an s3:// URI of a JSON document listing them (`[{uri, name}]`, at most
+   * MAX_ARTIFACT_FILES): for a file list whose length the data decides, which must not pass
+   * through the state. Give it a content-addressed URI: the URI is what the cache key holds.
+   */
+  readonly filesUriPath?: string;
   /** Path of a flat metrics object. Default: none. */
   readonly metricsPath?: string;
   /** Path of `[{name, version}]`: the artifact versions this one was made from. Default: none. */
@@ -77,13 +83,16 @@ export function publishArtifact(scope: Construct, stepId: string, props: Publish
   if (props.eventPath !== undefined && !/^\$\$?\.[\w.]+$/.test(props.eventPath)) {
     throw new ConfigError('eventPath', props.eventPath, 'must be a JSONPath into the state or the context, e.g. "$.upload" or "$$.Execution.Name"');
   }
+  if ((props.filesPath === undefined) === (props.filesUriPath === undefined)) {
+    throw new ConfigError('filesPath', props.filesPath ?? props.filesUriPath, 'give exactly one of filesPath and filesUriPath');
+  }
   const fn = publishFunction(scope, props.scope);
   // The execution id is lineage, not part of what is published: it stays out of the cache key.
   const runner = invoke(fn, { payload: { 'request.$': '{inputs}', 'executionId.$': '$$.Execution.Id' } });
   const inputs: Record<string, unknown> = {
     ...(props.name !== undefined ? { name: props.name } : { 'name.$': props.namePath }),
     pipeline: props.scope.pipeline,
-    'files.$': props.filesPath,
+    ...(props.filesPath !== undefined ? { 'files.$': props.filesPath } : { 'filesUri.$': props.filesUriPath }),
   };
   if (props.metricsPath) inputs['metrics.$'] = props.metricsPath;
   if (props.lineagePath) inputs['lineage.$'] = props.lineagePath;

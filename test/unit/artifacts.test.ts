@@ -187,3 +187,53 @@ describe('getArtifactVersion', () => {
     assert.deepEqual(ddb.commandCalls(GetCommand)[0]!.args[0].input, { TableName: 'frontier-table', Key: { pk: 'ARTIFACT#policy', sk: 'V#000000000002' } });
   });
 });
+
+describe('publishArtifact with a files document', () => {
+  const body = (text: string) => ({
+    Body: Object.assign(Readable.from([Buffer.from(text)]), { transformToString: async () => text }) as unknown as GetObjectCommandOutput['Body'],
+  });
+  const clips = Array.from({ length: 2_000 }, (_, i) => ({ uri: `s3://frontier-data/runs/video/clips/c${i}.mp4`, name: `c${String(i).padStart(4, '0')}.mp4` }));
+
+  it('reads the list from S3, copies every file, and keeps a long list out of the index item', async () => {
+    s3.on(GetObjectCommand, { Bucket: 'frontier-data', Key: 'data/video/files.json' }).callsFake(() => body(JSON.stringify(clips)));
+    const artifact = await publishArtifact({ ...request(), files: undefined, filesUri: 's3://frontier-data/data/video/files.json' }, where);
+    assert.equal(artifact.files.length, 2_000);
+    assert.equal(s3.commandCalls(CopyObjectCommand).length, 2_000);
+    assert.equal(artifact.files[1_999]!.uri, 's3://frontier-data/artifacts/policy/000000000003/c1999.mp4');
+    const manifest = JSON.parse(String(s3.commandCalls(PutObjectCommand)[0]!.args[0].input.Body));
+    assert.equal(manifest.files.length, 2_000, 'the manifest holds every file');
+    const item = ddb.commandCalls(PutCommand)[0]!.args[0].input.Item!;
+    assert.deepEqual(item.files, []);
+    assert.equal(item.filesInManifest, true);
+    assert.ok(JSON.stringify(item).length < 10_000, 'the index item stays small');
+  });
+
+  it('a read of such a version fills its files in from manifest.json', async () => {
+    const files = clips.slice(0, 3).map((c) => ({ name: c.name, uri: c.uri, sha256: BODY_SHA256, bytes: 1 }));
+    ddb.on(GetCommand).resolves({ Item: { ...versionItem(4), files: [], filesInManifest: true } });
+    s3.on(GetObjectCommand, { Bucket: 'frontier-data', Key: 'artifacts/policy/000000000004/manifest.json' }).callsFake(() => body(JSON.stringify({ files })));
+    const v4 = await getArtifactVersion(where, 'policy', 4);
+    assert.deepEqual(v4.files, files);
+  });
+
+  it('names the files document and the entry when the list is bad, before copying anything', async () => {
+    s3.on(GetObjectCommand, { Bucket: 'frontier-data', Key: 'data/video/dup.json' }).callsFake(() =>
+      body(JSON.stringify([clips[0], { ...clips[1], name: clips[0]!.name }])),
+    );
+    await assert.rejects(
+      publishArtifact({ ...request(), files: undefined, filesUri: 's3://frontier-data/data/video/dup.json' }, where),
+      /filesUri\[1\.name\]: .*appears twice/,
+    );
+    s3.on(GetObjectCommand, { Bucket: 'frontier-data', Key: 'data/video/bad.json' }).callsFake(() => body('not json'));
+    await assert.rejects(
+      publishArtifact({ ...request(), files: undefined, filesUri: 's3://frontier-data/data/video/bad.json' }, where),
+      /filesUri: is not a JSON document/,
+    );
+    await assert.rejects(
+      publishArtifact({ ...request(), filesUri: 's3://frontier-data/data/video/bad.json' }, where),
+      /give exactly one of files and filesUri/,
+    );
+    assert.equal(s3.commandCalls(CopyObjectCommand).length, 0);
+    assert.equal(ddb.commandCalls(UpdateCommand).length, 0, 'no version number taken');
+  });
+});
