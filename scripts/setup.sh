@@ -14,9 +14,10 @@ $SUDO apt-get update -qq
 # bubblewrap: the local sandbox for untrusted candidate code (reward search).
 # python3-doc, manpages, manpages-dev, fortunes, debian-reference-en (and man-db's groff to
 # render the man pages): the refinery's default local corpus, real text nobody here wrote.
+# ffmpeg (+ fonts-dejavu-core for drawtext): the video pipeline generates, cuts and reads videos.
 $SUDO apt-get install -y -qq --no-install-recommends \
   python3 python3-boto3 python3-numpy python3-torch python3-onnx chromium xtb bubblewrap \
-  python3-doc manpages manpages-dev fortunes debian-reference-en groff-base > /dev/null
+  python3-doc manpages manpages-dev fortunes debian-reference-en groff-base ffmpeg fonts-dejavu-core > /dev/null
 
 # allowScripts in package.json keeps onnxruntime-node's postinstall from downloading;
 # patch-package applies patches/ to the local Step Functions engine.
