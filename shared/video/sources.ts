@@ -43,26 +43,39 @@ export function checkSources(list: unknown, field = 'sources'): CheckedSources {
   const accepted: AcceptedSource[] = [];
   const refused: RefusedSource[] = [];
   const ids = new Set<string>();
-  list.forEach((entry: unknown, index) => {
+  for (const [index, entry] of (list as unknown[]).entries()) {
     const at = `${field}[${index}]`;
-    const refuse = (id: string, where: string, reason: string) => refused.push({ index, id, field: where, reason });
-    if (!entry || typeof entry !== 'object' || Array.isArray(entry))
-      return refuse(`#${index}`, at, 'must be an object {id, uri, title, author, licence, deedUrl, sourceUrl}');
+    const refuse = (id: string, where: string, reason: string) => {
+      refused.push({ index, id, field: where, reason });
+    };
+    if (!entry || typeof entry !== 'object' || Array.isArray(entry)) {
+      refuse(`#${index}`, at, 'must be an object {id, uri, title, author, licence, deedUrl, sourceUrl}');
+      continue;
+    }
     const e = entry as Record<string, unknown>;
     if (typeof e.id !== 'string' || !SOURCE_ID.test(e.id)) {
-      return refuse(`#${index}`, `${at}.id`, `${JSON.stringify(e.id ?? null)} must be 1-63 lowercase letters, digits or "-"`);
+      refuse(`#${index}`, `${at}.id`, `${JSON.stringify(e.id ?? null)} must be 1-63 lowercase letters, digits or "-"`);
+      continue;
     }
-    if (ids.has(e.id)) return refuse(e.id, `${at}.id`, `"${e.id}" appears twice: every source needs its own id`);
+    if (ids.has(e.id)) {
+      refuse(e.id, `${at}.id`, `"${e.id}" appears twice: every source needs its own id`);
+      continue;
+    }
     ids.add(e.id);
     if (typeof e.uri !== 'string' || e.uri.length > MAX_URI_CHARS || !/^(s3:\/\/[^/\s]+\/\S+|https:\/\/\S+)$/.test(e.uri)) {
-      return refuse(e.id, `${at}.uri`, `${JSON.stringify(e.uri ?? null)} must be an s3:// or https:// URI of at most ${MAX_URI_CHARS} characters`);
+      refuse(e.id, `${at}.uri`, `${JSON.stringify(e.uri ?? null)} must be an s3:// or https:// URI of at most ${MAX_URI_CHARS} characters`);
+      continue;
     }
     if (e.sha256 !== undefined && (typeof e.sha256 !== 'string' || !SHA256.test(e.sha256))) {
-      return refuse(e.id, `${at}.sha256`, `${JSON.stringify(e.sha256)} must be 64 lowercase hex digits`);
+      refuse(e.id, `${at}.sha256`, `${JSON.stringify(e.sha256)} must be 64 lowercase hex digits`);
+      continue;
     }
     const licence = checkLicence(e as Record<string, unknown>, at);
-    if (!licence.ok) return refuse(e.id, licence.field, licence.reason);
+    if (!licence.ok) {
+      refuse(e.id, licence.field, licence.reason);
+      continue;
+    }
     accepted.push({ index, id: e.id, uri: e.uri, record: licence.record, ...(typeof e.sha256 === 'string' ? { sha256: e.sha256 } : {}) });
-  });
+  }
   return { accepted, refused };
 }
