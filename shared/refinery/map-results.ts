@@ -22,12 +22,29 @@ const Manifest = z
   })
   .loose();
 
-const Entry = z.object({ Input: z.string().optional(), Output: z.string().optional(), Status: z.string().optional(), Error: z.string().optional() }).loose();
+const Entry = z
+  .object({
+    Input: z.string().optional(),
+    Output: z.string().optional(),
+    Status: z.string().optional(),
+    Error: z.string().optional(),
+    Cause: z.string().optional(),
+  })
+  .loose();
+
+/** A failed child run: its input (the item it was given) and its error. */
+export interface MapFailure {
+  readonly input: unknown;
+  readonly error: string;
+  readonly cause: string;
+}
 
 export interface MapResults {
   /** Each succeeded child's output, parsed. */
   readonly outputs: unknown[];
   readonly failed: number;
+  /** Each failed child run, with its input and error. */
+  readonly failures: MapFailure[];
   /** Bytes of the manifest and result files read. */
   readonly bytesRead: number;
 }
@@ -47,12 +64,24 @@ export async function readMapResults(location: unknown, field = 'manifest'): Pro
     bytesRead += bytes.length;
     return parseOrThrow(z.array(Entry), parseJsonBytes(bytes, `${field}.ResultFiles`, uri), uri);
   };
-  for (const entries of await pMap(manifest.ResultFiles.FAILED, (f) => read(f.Key), { concurrency: 4 })) failed += entries.length;
+  const failures: MapFailure[] = [];
+  for (const entries of await pMap(manifest.ResultFiles.FAILED, (f) => read(f.Key), { concurrency: 4 })) {
+    failed += entries.length;
+    for (const entry of entries) {
+      let input: unknown = entry.Input;
+      try {
+        input = entry.Input === undefined ? null : JSON.parse(entry.Input);
+      } catch {
+        // Kept as the string it was.
+      }
+      failures.push({ input, error: entry.Error ?? 'unknown', cause: entry.Cause ?? '' });
+    }
+  }
   for (const entries of await pMap(manifest.ResultFiles.SUCCEEDED, (f) => read(f.Key), { concurrency: 4 })) {
     for (const entry of entries) {
       if (entry.Output === undefined) throw new ConfigError(`${field}.Output`, entry.Status, 'a succeeded child run has no Output');
       outputs.push(JSON.parse(entry.Output));
     }
   }
-  return { outputs, failed, bytesRead };
+  return { outputs, failed, failures, bytesRead };
 }
