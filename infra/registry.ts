@@ -23,6 +23,8 @@ import { REFINERY_PIPELINE, RefineryStack } from '../pipelines/refinery/stack.ts
 import { REFINERY_SIZES, RefineryConfig } from '../pipelines/refinery/config.ts';
 import { SAE_PIPELINE, SaeStack } from '../pipelines/sae/stack.ts';
 import { SAE_SIZES, SaeConfig } from '../pipelines/sae/config.ts';
+import { VIDEO_PIPELINE, VideoStack } from '../pipelines/video/stack.ts';
+import { VIDEO_SIZES, VideoConfig } from '../pipelines/video/config.ts';
 
 export interface PipelineEntry {
   /** Name used by the CLI and in S3 prefixes. */
@@ -124,6 +126,18 @@ export const PIPELINES: readonly PipelineEntry[] = [
     sizes: SAE_SIZES,
     afterRun: 'report: npx frontier artifacts show sae (report.html, grid.json); a new grid reruns no harvest: --config \'{"sae":{"ks":[8,32]}}\'',
     create: (scope, id, props) => new SaeStack(scope, id, props),
+  },
+  {
+    name: VIDEO_PIPELINE,
+    stackId: 'VideoCuration',
+    description: 'Video-dataset curation: scene cuts on the CPU queue, scoring and captions on the GPU queue, kept clips published with CC BY attribution',
+    config: VideoConfig,
+    smoke: VIDEO_SIZES.smoke,
+    full: VIDEO_SIZES.full,
+    sizes: VIDEO_SIZES,
+    afterRun:
+      'report: npx frontier artifacts show video-report (report.html); the clips: npx frontier artifacts show video-clips (clips.jsonl, ATTRIBUTION.txt); a stricter threshold reruns no Batch job: --config \'{"curate":{"minAesthetic":6}}\'',
+    create: (scope, id, props) => new VideoStack(scope, id, props),
   },
   {
     // The platform's probe: a fixture using every step kind. Deploying it verifies an account's

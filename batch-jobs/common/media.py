@@ -128,3 +128,73 @@ def frame_at(path: str, seconds: float, width: int, height: int, field: str = "s
     for frame in frames(path, width, height, start=max(0.0, seconds), duration=None, field=field):
         return frame.copy()
     raise MediaError(f"{field}: no frame at {seconds:.3f} s")
+
+
+class CheckedFrames:
+    """frames(), keeping what ffmpeg reports while decoding: iterate it, then call check().
+
+    ffmpeg exits 0 on a damaged file (a truncated MP4 whose index promises more frames than its
+    data holds, bytes overwritten mid-stream): it conceals the damage and logs the errors. This
+    keeps the count of frames decoded and ffmpeg's error lines, so a caller that reads the frames
+    anyway (cut detection) learns in the same pass whether the file is whole. As in frames(), the
+    frames are at the stream's constant rate: frame k is the picture shown at k / fps.
+    """
+
+    def __init__(self, path: str, width: int, height: int, *, gray: bool = False, field: str = "source") -> None:
+        self.path, self.width, self.height, self.gray, self.field = path, width, height, gray, field
+        self.decoded = 0
+        self.errors: list[str] = []
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        pix_fmt, channels = ("gray", 1) if self.gray else ("rgb24", 3)
+        args = [FFMPEG, "-hide_banner", "-nostdin", "-v", "error", "-threads", "1", "-i", self.path,
+                "-vf", f"scale={self.width}:{self.height}:flags=area", "-f", "rawvideo", "-pix_fmt", pix_fmt, "-"]
+        size = self.width * self.height * channels
+        shape = (self.height, self.width) if self.gray else (self.height, self.width, 3)
+        self.decoded, self.errors = 0, []
+        process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert process.stdout is not None and process.stderr is not None
+        finished = False
+        try:
+            while True:
+                data = process.stdout.read(size)
+                if len(data) < size:
+                    break
+                self.decoded += 1
+                yield np.frombuffer(data, dtype=np.uint8).reshape(shape)
+            finished = True
+        finally:
+            if not finished:
+                process.kill()
+            process.stdout.close()
+            text = process.stderr.read().decode("utf-8", errors="replace")
+            process.stderr.close()
+            code = process.wait()
+        self.errors = [re.sub(r" @ 0x[0-9a-f]+", "", line.strip()) for line in text.splitlines() if line.strip()]
+        if code != 0:
+            raise MediaError(f"{self.field}: the video could not be decoded ({_tail(text)})")
+
+    def check(self, expected_frames: int | None, min_share: float = 0.9) -> None:
+        """Raises MediaError when ffmpeg reported decoding errors, or when fewer than min_share of
+        the expected frames (the container's count, or duration x fps) came out."""
+        if self.errors:
+            raise MediaError(f"{self.field}: the video is damaged: {len(self.errors)} decoding error(s) "
+                             f"after {self.decoded} frames (first: {self.errors[0]})")
+        if expected_frames and self.decoded < min_share * expected_frames:
+            raise MediaError(f"{self.field}: the video is truncated: {self.decoded} frames decoded of the "
+                             f"{expected_frames} its header promises")
+
+
+def expected_frames(info: Probe) -> int:
+    """The frames a probed stream should decode to: the container's count, else duration x fps."""
+    return info.frames if info.frames else int(round(info.duration * info.fps))
+
+
+def check_decodes(path: str, info: Probe, field: str = "source") -> int:
+    """Decodes the whole video stream (to a tiny grey picture, so the cost is the decoding) and
+    raises MediaError if it is damaged or truncated; returns the frames decoded."""
+    reader = CheckedFrames(path, 32, 18, gray=True, field=field)
+    for _ in reader:
+        pass
+    reader.check(expected_frames(info))
+    return reader.decoded

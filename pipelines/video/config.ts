@@ -69,17 +69,29 @@ export const VideoConfig = z
       .prefault({}),
     cut: z
       .object({
-        /** AdaptiveDetector's ratio: a frame's content change over its neighbours' mean. */
-        adaptiveThreshold: z.number().min(1).max(255).default(3),
-        /** And the least content change (0-255) a cut needs. */
-        minContent: z.number().min(0).max(255).default(15),
+        /**
+         * adaptive: PySceneDetect's AdaptiveDetector (a frame's HSV content change over its
+         * neighbours' mean); content: a fixed threshold on the change (ContentDetector).
+         */
+        detector: z.enum(['adaptive', 'content']).default('adaptive'),
+        /** The adaptive ratio (measured best: 2.0), or the content threshold (27); null: the detector's default. */
+        threshold: z.number().min(0.01).max(255).nullable().default(null),
+        /** The least content change (0-255) an adaptive cut needs. */
+        minContentValue: z.number().min(0).max(255).default(20),
+        /** Frames on each side the adaptive ratio averages over. */
+        windowFrames: count(1, 50).default(2),
         /** Frames a scene lasts at least (PySceneDetect: 15). */
-        minSceneFrames: count(1, 1_000).default(15),
+        minSceneFrames: count(1, 10_000).default(15),
         /** A shorter segment is dropped as too short; a longer one is split (Open-Sora: 2-15 s). */
-        minClipSeconds: z.number().min(0.1).max(600).default(2),
+        minClipSeconds: z.number().min(0.5).max(3_600).default(2),
         maxClipSeconds: z.number().min(1).max(3_600).default(15),
-        /** Clips are re-encoded to this height (width keeps the aspect ratio). */
-        height: count(144, 2_160).default(360),
+        /** Clips are re-encoded to this height (even; width keeps the aspect ratio). */
+        height: count(64, 2_160)
+          .refine((h) => h % 2 === 0, 'must be even (yuv420p)')
+          .default(360),
+        /** x264's preset and quality for the clips. */
+        preset: z.enum(['ultrafast', 'superfast', 'veryfast', 'faster', 'fast', 'medium']).default('superfast'),
+        crf: count(0, 51).default(23),
       })
       .strict()
       .prefault({}),
@@ -126,11 +138,11 @@ export const VideoConfig = z
   })
   .strict()
   .superRefine((config, ctx) => {
-    if (config.cut.minClipSeconds >= config.cut.maxClipSeconds) {
+    if (config.cut.maxClipSeconds < 2 * config.cut.minClipSeconds) {
       ctx.addIssue({
         code: 'custom',
-        path: ['cut', 'minClipSeconds'],
-        message: `${config.cut.minClipSeconds} s must be below cut.maxClipSeconds (${config.cut.maxClipSeconds} s)`,
+        path: ['cut', 'maxClipSeconds'],
+        message: `${config.cut.maxClipSeconds} s must be at least twice cut.minClipSeconds (${config.cut.minClipSeconds} s), so a split segment's pieces are never too short`,
       });
     }
     if (config.curate.darkLuma >= config.curate.brightLuma) {

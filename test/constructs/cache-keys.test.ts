@@ -25,6 +25,7 @@ const CACHED: Record<string, string[]> = {
   rewards: ['grade', 'publish', 'report', 'train'],
   refinery: ['curate', 'dedup', 'filter-shard', 'ingest', 'label', 'publish', 'report', 'score-shard', 'train'],
   sae: ['contexts', 'detect', 'harvest', 'label', 'lm', 'publish', 'publish-lm', 'report', 'train-sae'],
+  video: ['cut', 'fetch', 'generate', 'publish', 'publish-report', 'publish-sources', 'score'],
   probe: ['prepare', 'publish', 'square-item', 'sum'],
 };
 

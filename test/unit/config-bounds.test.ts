@@ -23,6 +23,7 @@ const MEASURED: Record<string, number> = {
   rewards: 5317,
   refinery: 17657,
   sae: 2516,
+  video: 8511,
   probe: 10703,
 };
 

@@ -60,7 +60,7 @@ describe('video source lists', () => {
     for (const size of Object.values(VIDEO_SIZES)) VideoConfig.parse(size);
     const clipBounds = VideoConfig.safeParse({ cut: { minClipSeconds: 20, maxClipSeconds: 15 } });
     assert.equal(clipBounds.success, false);
-    assert.deepEqual(clipBounds.error!.issues[0]!.path, ['cut', 'minClipSeconds']);
+    assert.deepEqual(clipBounds.error!.issues[0]!.path, ['cut', 'maxClipSeconds']);
     const luma = VideoConfig.safeParse({ curate: { darkLuma: 0.5, brightLuma: 0.4 } });
     assert.deepEqual(luma.error!.issues[0]!.path, ['curate', 'darkLuma']);
     assert.equal(VideoConfig.safeParse({ sources: { kind: 'list', uri: 'https://x/y.json' } }).success, false);

@@ -1,0 +1,70 @@
+"""The detector and the clip plan on hand-made numbers (no video)."""
+from __future__ import annotations
+
+import unittest
+
+import numpy as np
+from cuts import DetectorSettings, adaptive_ratios, content_scores, detect_cuts, hsv, match_cuts, plan_clips
+
+
+class HsvTest(unittest.TestCase):
+    def test_primaries_on_opencv_scales(self) -> None:
+        pixels = np.array([[[[255, 0, 0], [0, 255, 0], [0, 0, 255], [128, 128, 128], [0, 0, 0]]]], dtype=np.uint8)
+        h, s, v = hsv(pixels)[:, 0, 0]
+        self.assertEqual(h.tolist(), [0, 60, 120, 0, 0])  # red, green, blue at 0, 120, 240 degrees, halved
+        self.assertEqual(s.tolist(), [255, 255, 255, 0, 0])
+        self.assertEqual(v.tolist(), [255, 255, 255, 128, 0])
+
+    def test_scores_are_the_mean_hsv_difference(self) -> None:
+        black = np.zeros((4, 4, 3), np.uint8)
+        red = np.zeros((4, 4, 3), np.uint8)
+        red[..., 0] = 255
+        # black -> red: H 0, S +255, V +255: mean (0 + 255 + 255) / 3 = 170; batches split anywhere.
+        for batch in (1, 2, 64):
+            self.assertEqual(content_scores([black, black, red, red], batch=batch).tolist(), [0, 0, 170, 0])
+
+
+class DetectTest(unittest.TestCase):
+    def test_adaptive_ratio_divides_by_the_neighbourhood(self) -> None:
+        scores = np.array([0, 2, 2, 40, 2, 2, 2], float)
+        self.assertAlmostEqual(adaptive_ratios(scores, 2)[3], 20.0)
+
+    def test_a_cut_inside_fast_motion(self) -> None:
+        # Motion at 30 a frame defeats a fixed threshold of 27 everywhere; the ratio finds the cut.
+        scores = np.full(100, 30.0)
+        scores[0], scores[50] = 0.0, 90.0
+        self.assertEqual([c["frame"] for c in detect_cuts(scores, DetectorSettings())], [50])
+        content = detect_cuts(scores, DetectorSettings(detector="content", threshold=27.0))
+        self.assertGreater(len(content), 3)
+
+    def test_the_strongest_of_close_candidates_wins(self) -> None:
+        scores = np.full(100, 1.0)
+        scores[40], scores[48] = 25.0, 80.0  # 8 frames apart, under min_scene_frames 15
+        cuts = detect_cuts(scores, DetectorSettings())
+        self.assertEqual([c["frame"] for c in cuts], [48])
+
+    def test_no_cut_near_either_end(self) -> None:
+        scores = np.full(100, 1.0)
+        scores[5], scores[97], scores[50] = 90.0, 90.0, 90.0
+        self.assertEqual([c["frame"] for c in detect_cuts(scores, DetectorSettings())], [50])
+
+    def test_match_cuts_within_tolerance(self) -> None:
+        self.assertEqual(match_cuts([10, 52, 90], [11, 50, 70]), (2, 1, 1))
+
+
+class PlanTest(unittest.TestCase):
+    def test_short_segments_drop_and_long_ones_split(self) -> None:
+        # 25 fps: 0-100 (4 s) kept, 100-125 (1 s) dropped, 125-600 (19 s) split in two halves.
+        clips, dropped = plan_clips([100, 125], 600, 25.0, 2.0, 15.0)
+        self.assertEqual([(c["startFrame"], c["endFrame"]) for c in clips], [(0, 100), (125, 363), (363, 600)])
+        self.assertEqual([c["segment"] for c in clips], [0, 2, 2])
+        self.assertEqual(dropped, [{"segment": 1, "startFrame": 100, "endFrame": 125, "start": 4.0, "end": 5.0,
+                                    "rule": "too-short", "value": 1.0, "threshold": 2.0}])
+
+    def test_a_segment_of_exactly_the_maximum_stays_whole(self) -> None:
+        clips, _ = plan_clips([], 375, 25.0, 2.0, 15.0)
+        self.assertEqual(len(clips), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
