@@ -11,9 +11,9 @@ Besides the good shots every video holds shots made to be dropped, each labelled
 - `static`: one frame of a source held (normal exposure, no motion);
 - `dark`: black with faint grain, or a moving source crushed to under 8% of full scale;
 - `washed-out`: near-white with faint grain, or a moving source lifted into the top 15%;
-- `duplicate`: the opening seconds of a good shot of an earlier video, drawn again from the same
-  parameters with a 4% centre crop, +0.04 brightness and that video's own quality setting, so the
-  bytes differ but the picture is the same.
+- `duplicate`: a whole good shot (at most 12 s) of an earlier video, drawn again from the same
+  parameters with +0.04 brightness and that video's own quality setting, so the bytes differ but
+  the picture is the same: a re-upload of the same clip.
 
 Rules that keep every cut visible: neighbouring shots never share a source, dark shots never
 touch, and a fade to or from black happens only at the very start and end of a video (fades inside
@@ -44,13 +44,17 @@ FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf"
 GOOD_SOURCES = ("testsrc2", "mandelbrot", "life", "cellauto", "gradients", "sierpinski", "bars", "noise")
 # Sources whose picture does not move by itself: a good shot of one always pans or zooms.
 STILL_SOURCES = {"bars"}
+# Fixed test patterns: each shot shows its own region of one (see content()).
+PATTERN_SOURCES = {"testsrc2", "bars"}
+# A duplicate repeats a whole earlier good shot, so it is cut into the same one clip: at most
+# this long (the good shots' default maximum, under the clips' 15 s).
+DUPLICATE_MAX_FRAMES = 12 * 25
 STATIC_SOURCES = ("testsrc2", "mandelbrot", "gradients", "sierpinski", "bars", "life")
 DROP_KINDS = ("dark", "static", "duplicate", "washed-out")
 KINDS = ("good", "short", *DROP_KINDS)
 SHORT_FRAMES = (20, 37)
 DROP_SECONDS = (2.5, 4.5)
 LONG_SHOT_SECONDS = (16.0, 20.0)
-DUPLICATE_SECONDS = (3.0, 6.0)
 VIDEO_FADE_FRAMES = 15
 # Interesting points of the Mandelbrot set to zoom into (x, y).
 MANDELBROT_POINTS = ((-0.743643887037158, 0.131825904205311), (-0.7453, 0.1127), (-0.1011, 0.9563),
@@ -151,6 +155,11 @@ def content(rng: random.Random, source: str, frames: int, name: str, still: bool
         params.update(type=rng.randint(0, 1), jump=rng.randint(1, 8), floor=[round(rng.uniform(0.1, 0.5), 2) for _ in range(3)])
     elif source == "noise":
         params.update(base=colour(rng, 60, 220), strength=rng.randint(20, 35))
+    if source in PATTERN_SOURCES:
+        # A fixed test pattern looks the same in every shot: each shot views its own region of it,
+        # maybe mirrored, so two good shots of one pattern are not near-duplicates of each other.
+        params["view"] = {"size": round(rng.uniform(0.45, 0.75), 3), "x": round(rng.random(), 3), "y": round(rng.random(), 3),
+                          "flip": rng.choice(("", "hflip", "vflip"))}
     if still:
         params.update(motion="none", holdFrame=rng.randint(0, 50))
     else:
@@ -201,19 +210,24 @@ def plan_video(spec: GenerateSpec, index: int, earlier: list[VideoPlan]) -> Vide
         shots.append(Shot("good", seconds(LONG_SHOT_SECONDS)))
     target = seconds(spec.video_seconds)
     low = int(round(spec.shot_seconds[0] * FPS))
-    while target - sum(s.frames for s in shots) >= low or not any(s.kind == "good" for s in shots):
+    # At least one good shot short enough for a later video to repeat whole as its duplicate.
+    while target - sum(s.frames for s in shots) >= low or not any(s.kind == "good" and s.frames <= DUPLICATE_MAX_FRAMES for s in shots):
         shots.append(Shot("good", max(low, min(seconds(spec.shot_seconds), target - sum(s.frames for s in shots)))))
     for _ in range(1000):
         rng.shuffle(shots)
         if order_ok(shots):
             break
     # Duplicates first (their source is fixed), then every other shot's source differs from both neighbours.
-    originals = [(video, shot) for video in earlier for shot in video.shots if shot.kind == "good"]
+    originals = [(video, shot) for video in earlier for shot in video.shots
+                 if shot.kind == "good" and shot.frames <= DUPLICATE_MAX_FRAMES]
     for shot in shots:
-        if shot.kind == "duplicate":
+        if shot.kind == "duplicate" and not originals:
+            shot.kind = "static"  # nothing earlier is short enough to repeat whole
+        elif shot.kind == "duplicate":
             video, original = rng.choice(originals)
             shot.source = original.source
-            shot.frames = min(original.frames, seconds(DUPLICATE_SECONDS))
+            # The whole shot again (re-encoded, cropped, brighter): a re-upload of the same clip.
+            shot.frames = original.frames
             shot.params = {**original.params, "duplicate": True}
             shot.duplicate_of = {"video": video.name, "startFrame": original.start}
     for position, shot in enumerate(shots):
@@ -295,6 +309,13 @@ def shot_filter(shot: Shot, frames: int, fade_in: bool, fade_out: bool) -> str:
     if "holdFrame" in p:
         k = p["holdFrame"]
         chain.append(f"trim=start_frame={k}:end_frame={k + 1},loop=loop={frames - 1}:size=1:start=0")
+    view = p.get("view")
+    if view:
+        size = view["size"]
+        chain.append(f"crop=iw*{size}:ih*{size}:(iw-iw*{size})*{view['x']}:(ih-ih*{size})*{view['y']},"
+                     f"scale={PAN_W if motion == 'pan' else WIDTH}:{PAN_H if motion == 'pan' else HEIGHT}")
+        if view["flip"]:
+            chain.append(view["flip"])
     chain.append(f"trim=end_frame={frames}")
     span_frames = max(1, p.get("span", frames) - 1)
     if motion == "pan":
@@ -317,7 +338,9 @@ def shot_filter(shot: Shot, frames: int, fade_in: bool, fade_out: bool) -> str:
     elif p.get("variant") == "lifted":
         chain.append("colorlevels=romin=0.86:gomin=0.86:bomin=0.86")
     if p.get("duplicate"):
-        chain.append(f"crop=iw*0.96:ih*0.96,scale={WIDTH}:{HEIGHT},eq=brightness=0.04")
+        # Brighter, and re-encoded at this video's own quality: the same clip, other bytes. (A crop
+        # would move a fine texture's pixels far enough to change its perceptual hash.)
+        chain.append("eq=brightness=0.04")
     if fade_in:
         chain.append(f"fade=t=in:start_frame=0:nb_frames={VIDEO_FADE_FRAMES}")
     if fade_out:

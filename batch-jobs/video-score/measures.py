@@ -24,13 +24,13 @@ It runs 1 (a flat black or white frame) to 10, the range CLIP aesthetic predicto
 curate threshold has the same form for both scorers; it is not calibrated to their 5.5 "fair" /
 6.5 "high", only monotone in the faults it sees (blur, bad exposure, flatness, greyness).
 
-**motion**: the mean absolute luma difference (0-255) between consecutive sampled frames, averaged
-over the clip. Frames are sampled at `motionFps` (5 by default: the first frame at or after each
-0.2 s, every 5th frame at 25 frames/s) and their luma area-resampled to 160 pixels wide. A held
-still frame gives about 0 (coding noise only), a slow zoom or small moving parts a few units, a
-pan or fast change 15 or more. The exposure statistics (meanLuma, lumaStd as the mean of the
-frames' standard deviations, darkShare, brightShare) come from the same sampled frames at 360
-lines, so they describe the whole clip, not only its key frames.
+**motion**: the mean absolute luma difference (0-255) between consecutive sampled frames, the
+median over the clip's pairs (so a fade or a flash at one end does not make a held frame move).
+Frames are sampled at `motionFps` (5 by default: the first frame at or after each 0.2 s, every
+5th frame at 25 frames/s) and their luma area-resampled to 160 pixels wide. A held still frame gives about 0 (coding noise only), a slow zoom or small moving parts a few units, a
+pan or fast change 15 or more. The exposure statistics (meanLuma as the median of the frames'
+mean luma, lumaStd as the mean of their standard deviations, darkShare, brightShare) come from
+the same sampled frames at 360 lines, so they describe the whole clip, not only its key frames.
 
 **phash**: a 64-bit DCT perceptual hash, imagehash's `phash` definition: luma area-resampled to
 32x32, the 2-D DCT-II (unnormalised, as scipy's default), its top-left 8x8 block (DC included),
@@ -53,7 +53,7 @@ QUALITY_FORMULA = ("aesthetic = 1 + 9*(0.35*S + 0.25*E + 0.25*C + 0.15*K), mean 
                    "(0-255); luma = BT.601")
 MOTION_VERSION = "luma-mad-v1"
 MOTION_DEFINITION = ("mean absolute difference of BT.601 luma (0-255) between consecutive frames sampled at motionFps "
-                     "(first frame at or after each 1/motionFps s), area-resampled to 160 pixels wide, averaged over the clip")
+                     "(first frame at or after each 1/motionFps s), area-resampled to 160 pixels wide, the median over the clip's pairs")
 PHASH_VERSION = "phash-dct32-v1"
 PHASH_DEFINITION = ("64-bit DCT hash of each frame at 0.1/0.5/0.9 of the clip: luma area-resampled to 32x32, DCT-II, "
                     "top-left 8x8 with DC, bit = coefficient > median, row-major, first bit most significant")
@@ -159,11 +159,11 @@ class ClipStats:
         self.motion_width = motion_width
         self.frames = 0
         self.pixels = 0
-        self.luma_sum = 0.0
+        self.frame_lumas: list[float] = []
         self.std_sum = 0.0
         self.dark = 0
         self.bright = 0
-        self.difference_sum = 0.0
+        self.differences: list[float] = []
         self._previous: np.ndarray | None = None
         self._resample: tuple[np.ndarray, np.ndarray] | None = None
 
@@ -178,22 +178,24 @@ class ClipStats:
         y = luma(rgb)
         small = self._small(y)
         if self._previous is not None:
-            self.difference_sum += float(np.abs(small - self._previous).mean())
+            self.differences.append(float(np.abs(small - self._previous).mean()))
         self._previous = small
         self.frames += 1
         self.pixels += y.size
-        self.luma_sum += float(y.sum())
+        self.frame_lumas.append(float(y.mean()))
         self.std_sum += float(y.std())
         self.dark += int((y <= DARK_LUMA).sum())
         self.bright += int((y >= BRIGHT_LUMA).sum())
 
     def to_json(self) -> dict:
-        """motion (0-255), meanLuma and lumaStd (0-1, lumaStd the mean of the frames' std), and the
+        """motion (0-255), meanLuma and lumaStd (0-1: meanLuma the median of the frames' means, lumaStd the mean of their std), and the
         shares of near-black and near-white pixels over all sampled frames."""
         if self.frames < 2:
             raise ValueError(f"motion: {self.frames} frame(s) sampled; at least 2 are needed")
-        return {"motion": round(self.difference_sum / (self.frames - 1), 6),
-                "meanLuma": round(self.luma_sum / self.pixels / 255.0, 6),
+        return {"motion": round(float(np.median(self.differences)), 6),
+                # The typical frame's mean: the median over the frames, so a fade at one end does
+                # not make a white clip look grey or a black one look lit.
+                "meanLuma": round(float(np.median(self.frame_lumas)) / 255.0, 6),
                 "lumaStd": round(self.std_sum / self.frames / 255.0, 6),
                 "darkShare": round(self.dark / self.pixels, 6), "brightShare": round(self.bright / self.pixels, 6)}
 

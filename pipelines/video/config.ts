@@ -108,8 +108,13 @@ export const VideoConfig = z
       .prefault({}),
     curate: z
       .object({
-        minAesthetic: z.number().min(0).max(10).default(4.5),
-        minMotion: z.number().min(0).max(255).default(1),
+        /**
+         * The aesthetic score a clip needs; null: the scorer's own (quality: 4, its made-to-fail
+         * clips score 1-3.4 and smooth good ones 4.5; clip: 4.5, where Open-Sora v1.2 cut).
+         */
+        minAesthetic: z.number().min(0).max(10).nullable().default(null),
+        /** Motion (0-255) a clip needs: held frames measure 0-0.15 here, the slowest good shots 0.8. */
+        minMotion: z.number().min(0).max(255).default(0.4),
         darkLuma: z.number().min(0).max(1).default(0.1),
         brightLuma: z.number().min(0).max(1).default(0.9),
         maxDuplicateDistance: z.number().min(0).max(64).default(10),

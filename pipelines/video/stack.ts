@@ -229,7 +229,6 @@ export class VideoStack extends PipelineStack {
       },
       resultPath: '$.steps.package',
     });
-    const copyStarted = new sfn.Pass(this, 'Copy started', { parameters: { 'at.$': '$$.State.EnteredTime' }, resultPath: '$.timing.copy' });
     const publish = publishArtifact(this, 'publish', {
       scope: steps,
       name: VIDEO_ARTIFACT,
@@ -248,8 +247,8 @@ export class VideoStack extends PipelineStack {
         'truthUri.$': '$.steps.generate.truthUri',
         'artifact.$': '$.steps.publish',
         'runStartedAt.$': '$$.Execution.StartTime',
-        'copyStartedAt.$': '$.timing.copy.at',
-        'reportAt.$': '$$.State.EnteredTime',
+        // The package step's end is the copy's start; the report's own clock, its end.
+        'copyStartedAt.$': '$.steps.package.finishedAt',
         'generateSeconds.$': '$.steps.generate.seconds',
       },
       resultPath: '$.steps.report',
@@ -276,7 +275,7 @@ export class VideoStack extends PipelineStack {
       parameters: { 'sources.$': '$.lineage.sources', 'clips.$': 'States.Array($.steps.publish)' },
       resultPath: '$.lineage',
     });
-    const afterCaptions = pack.next(copyStarted).next(publish).next(report).next(clipsLineage).next(publishReport).next(output);
+    const afterCaptions = pack.next(publish).next(report).next(clipsLineage).next(publishReport).next(output);
     const captions = new sfn.Choice(this, 'Captions to make?')
       .when(sfn.Condition.numberEquals('$.steps.captionPlan.missing', 0), noCaptions.next(afterCaptions))
       .when(sfn.Condition.stringEquals('$.prep.captioner', 'vlm'), vlm.next(store).next(afterCaptions))

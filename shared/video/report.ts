@@ -759,7 +759,9 @@ export async function videoReportHtml(f: VideoFigures): Promise<string> {
     ? `<table id="captions-missing"><tr><th>kept clip without a caption</th><th>reason</th></tr>${cells(c.missing.map((m) => [m.id, m.reason]))}</table>
 ${c.missingTotal > c.missing.length ? `<p>And ${c.missingTotal - c.missing.length} more, not listed.</p>` : ''}
 <table id="captions-missing-by-reason"><tr><th>reason</th><th>clips</th></tr>${cells(Object.entries(c.missingByReason).map(([r, n]) => [r, n]))}</table>`
-    : '<p id="captions-missing">Every kept clip has a caption.</p>';
+    : c.captioner === 'none'
+      ? '<p id="captions-missing">No kept clip has a caption: no captioner ran.</p>'
+      : '<p id="captions-missing">Every kept clip has a caption.</p>';
   const unaccounted = c.unaccounted
     ? `<p id="captions-unaccounted"><strong>${c.unaccounted} kept clips are neither captioned nor listed as missing.</strong></p>`
     : '';

@@ -197,7 +197,7 @@ export const CurateRequest = z
     manifest: z.object({ Bucket: z.string(), Key: z.string() }).loose().nullable(),
     thresholds: z
       .object({
-        minAesthetic: z.number(),
+        minAesthetic: z.number().nullable(),
         minMotion: z.number(),
         darkLuma: z.number(),
         brightLuma: z.number(),
@@ -276,7 +276,8 @@ export async function curateStep(ctx: VideoStepContext, raw: unknown) {
   }));
   // In the list's order: its order is the near-duplicate rule's priority.
   const outcomes = [...accepted, ...refused].sort((a, b) => a.index - b.index);
-  const curated = curate(outcomes, request.thresholds);
+  const minAesthetic = request.thresholds.minAesthetic ?? defaultMinAesthetic((scorer as CuratedDocument['scorer'])?.aesthetic ?? null);
+  const curated = curate(outcomes, { ...request.thresholds, minAesthetic });
   documents.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   const document: CuratedDocument = { ...curated, sourcesUri: request.sourcesUri, scorer, jobs, documents };
   const written = await writeJson(ctx, 'curated', document);
@@ -289,6 +290,13 @@ export async function curateStep(ctx: VideoStepContext, raw: unknown) {
     failed: curated.funnel.failed,
     s3Outputs: [s3Out(written)],
   };
+}
+
+/** Each scorer's default threshold: the two scales are not calibrated to each other. */
+export const DEFAULT_MIN_AESTHETIC: Readonly<Record<string, number>> = { 'quality-v1': 4, 'clip-l14-aesthetic-v1': 4.5 };
+
+export function defaultMinAesthetic(scorer: string | null): number {
+  return (scorer === null ? undefined : DEFAULT_MIN_AESTHETIC[scorer]) ?? 4.5;
 }
 
 export async function readCurated(uri: string, field: string): Promise<CuratedDocument> {
@@ -522,6 +530,8 @@ export async function packageStep(ctx: VideoStepContext, raw: unknown) {
       sources: new Set(kept.map((c) => c.sourceId)).size,
       captioned: rows.filter((r) => r.caption !== null).length,
     },
+    // When the copy into the artifact starts: the report measures it from here.
+    finishedAt: new Date().toISOString(),
     s3Outputs: [s3Out(manifest), s3Out(attribution), s3Out(filesDoc)],
   };
 }
@@ -539,7 +549,6 @@ export const ReportRequest = z
     artifact: z.object({ name: z.string(), version: z.int() }).loose(),
     runStartedAt: z.string(),
     copyStartedAt: z.string(),
-    reportAt: z.string(),
     generateSeconds: z.number().nullable().optional(),
   })
   .strict();
@@ -550,6 +559,8 @@ const SHEETS_SHOWN = 24;
 /** The report, written after the copy into the artifact; its files are published as video-report. */
 export async function reportStep(ctx: VideoStepContext, raw: unknown) {
   const request = parseOrThrow(ReportRequest, raw, 'report');
+  // After the copy into the artifact: the run's wall clock so far includes it.
+  const reportAt = new Date().toISOString();
   const curated = await readCurated(request.curatedUri, 'curatedUri');
   const kept = curated.clips.filter((c) => c.kept);
   // Captions over every kept clip (this run's and earlier runs'), and this run's misses with their reasons.
@@ -594,12 +605,12 @@ export async function reportStep(ctx: VideoStepContext, raw: unknown) {
     captions: { captioner: request.captioner, model: request.captioner === 'none' ? null : request.model, captioned, missing },
     timings: {
       runStartedAt: request.runStartedAt,
-      reportAt: request.reportAt,
+      reportAt,
       steps: [
         ...(request.generateSeconds ? [{ name: 'generate', seconds: request.generateSeconds }] : []),
         { name: 'cut (summed over sources)', seconds: curated.jobs.cutSeconds },
         { name: 'score (summed over sources)', seconds: curated.jobs.scoreSeconds },
-        { name: 'copy into the artifact', seconds: seconds(request.copyStartedAt, request.reportAt) },
+        { name: 'copy into the artifact', seconds: seconds(request.copyStartedAt, reportAt) },
       ],
       cutVideoSeconds: curated.jobs.videoSeconds,
       cutSeconds: curated.jobs.cutSeconds,
