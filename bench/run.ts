@@ -28,6 +28,10 @@
  *   (goal: a gap of 0.15), a new k grid (no harvest job), Claude (the fake explainer) and a new
  *   Claude model (labels and detection only), SAE training tokens/s on one core (about fifteen
  *   minutes with its own refinery run; skip with --skip-sae-pipeline).
+ * - Video curation at the smoke size (12 generated videos): cut precision and recall within 2
+ *   frames, each drop rule's recall and the good clips dropped against the generator's truth,
+ *   cutting and scoring speed per core, and a stricter threshold's rerun (about three minutes;
+ *   skip with --skip-video-pipeline).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -58,6 +62,7 @@ import { describeRewards, measureRewards } from './rewards.ts';
 import { describeRefinery, measureRefinery } from './refinery.ts';
 import { describeRefineryPipeline, measureRefineryPipeline } from './refinery-pipeline.ts';
 import { describeSaePipeline, measureSaePipeline } from './sae-pipeline.ts';
+import { describeVideoPipeline, measureVideoPipeline } from './video-pipeline.ts';
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const figures: Record<string, unknown> = {
@@ -374,6 +379,11 @@ if (!process.argv.includes('--skip-sae-pipeline')) {
   const sae = await measureSaePipeline('smoke', 'smoke');
   figures.saePipeline = sae;
   console.log(describeSaePipeline(sae));
+}
+if (!process.argv.includes('--skip-video-pipeline')) {
+  const video = await measureVideoPipeline('smoke');
+  figures.videoPipeline = video;
+  console.log(describeVideoPipeline(video));
 }
 if (!process.argv.includes('--skip-league')) await leagueRerun();
 if (!process.argv.includes('--skip-discovery')) {

@@ -159,6 +159,7 @@ export function describeSaePipeline(f: SaePipelineFigures): string {
   const c = f.cold;
   const best = c.best;
   const saes = [...c.saes].sort((a, b) => a.width - b.width || a.k - b.k);
+  const best64 = saes.filter((s) => s.l0 <= 64 + 1e-9).sort((a, b) => b.lossRecovered - a.lossRecovered)[0];
   return [
     `sae pipeline (${f.size}, on the refinery's ${f.refinerySize} output; refinery ${f.refinerySeconds.toFixed(0)} s): ${c.lm.name}, ${c.lm.layers} layers x ${c.lm.width}, layer ${c.lm.layer}; harvest ${c.harvest.trainTokens} + ${c.harvest.heldOutTokens} held-out tokens`,
     `  cold run ${f.coldSeconds.toFixed(1)} s, ${f.coldBatchJobs} Batch jobs; CE clean ${num(c.harvest.ceClean)}, ${c.ablation}-ablated ${num(c.harvest.ceAblated)} nats`,
@@ -166,7 +167,8 @@ export function describeSaePipeline(f: SaePipelineFigures): string {
       (s) =>
         `    w ${String(s.width).padStart(5)} k ${String(s.k).padStart(3)}: L0 ${num(s.l0, 1).padStart(5)}, FVU ${num(s.fvu)}, loss recovered ${pct(s.lossRecovered)}, dead ${pct(s.deadShare)}, ${s.tokensPerSecond.toFixed(0)} tokens/s`,
     ),
-    `  best at L0 <= ${c.targetL0}: ${best ? `w ${best.width} k ${best.k}, loss recovered ${pct(best.lossRecovered)} (goal >= 90 %: ${goal(best.lossRecovered >= 0.9)})` : 'none'}`,
+    `  best at L0 <= 64: ${best64 ? `w ${best64.width} k ${best64.k}, loss recovered ${pct(best64.lossRecovered)} (goal >= 90 %: ${goal(best64.lossRecovered >= 0.9)})` : 'none'}`,
+    `  labelled (best at L0 <= ${c.targetL0}): ${best ? `w ${best.width} k ${best.k}, loss recovered ${pct(best.lossRecovered)}` : 'none'}`,
     `  SAE training throughput: median ${c.throughput.medianTokensPerSecond?.toFixed(0)} tokens/s on one core (${c.throughput.minTokensPerSecond?.toFixed(0)}-${c.throughput.maxTokensPerSecond?.toFixed(0)})`,
     `${detectionLine('top-tokens', c)} (goal >= 0.15: ${goal((c.detection.gap ?? 0) >= 0.15)})`,
     `  k grid [${f.grid.ks.join(', ')}]: ${f.grid.seconds.toFixed(1)} s, ${f.grid.batchJobs} Batch jobs; model cached ${f.grid.lmCached}, harvest cached ${f.grid.harvestCached} (goal: 0 harvest jobs: ${goal(f.grid.harvestCached)})`,

@@ -40,9 +40,9 @@ export const LocalLm = z
     /** Tokens per window: the context the model sees, and the harvest's window. */
     context: count(16, 1024).default(128),
     /** Tokenizer vocabulary: bytes, a begin token and the corpus's most frequent word pieces. */
-    vocab: count(257, 65_536).default(4_096),
+    vocab: count(257, 65_536).default(2_048),
     steps: count(1, 1_000_000).default(2_000),
-    batchSize: count(1, 1_024).default(32),
+    batchSize: count(1, 1_024).default(16),
     learningRate: z.number().positive().max(1).default(3e-3),
   })
   .strict();
@@ -126,8 +126,12 @@ export const SaeConfig = z
         explainer: z.enum(['auto', 'claude', 'top-tokens']).default('auto'),
         /** The Claude model; part of the labels' cache key. */
         model: z.string().min(1).max(100).default(DEFAULT_CLAUDE_MODEL),
-        /** Which SAE is labelled: the best loss recovered among those with L0 at most this. */
-        targetL0: count(1, 1_024).default(64),
+        /**
+         * Which SAE is labelled: the best loss recovered among those with L0 at most this. 16:
+         * sparser codes read better (the local grid's detection gap was 0.10 at L0 64, 0.12 at
+         * 32 and 0.18 at 16, for 99.3, 99.0 and 98.4 % of the loss recovered).
+         */
+        targetL0: count(1, 1_024).default(16),
         /** Features labelled (a seeded sample of those that fire often enough). */
         features: count(2, 1_000).default(40),
         /** A feature needs this many activating held-out windows to be sampled. */
@@ -199,7 +203,9 @@ export const SAE_SIZES = {
     sae: { widths: [512, 1_024], ks: [16, 32, 64], epochs: 2, batchSize: 1_024, deadTokens: 50_000 },
     labels: { features: 24 },
   },
-  local: { sae: { deadTokens: 200_000 } },
+  // The refinery's whole local corpus keeps about 230 documents, some 310,000 tokens at this
+  // vocabulary: the harvest takes 262,144 of them and each SAE makes 4 passes.
+  local: { lm: { kind: 'local', steps: 1_200 }, harvest: { tokens: 262_144 }, sae: { epochs: 4, deadTokens: 200_000 } },
   full: {
     lm: { kind: 'hf', model: 'EleutherAI/pythia-70m', revision: 'main' },
     layer: 3,
