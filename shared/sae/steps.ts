@@ -1,28 +1,13 @@
-/**
- * The SAE pipeline's Lambda steps. Each takes a zod-checked request, reads and writes S3
- * (content-addressed under data/sae/), and returns a small record: URIs, hashes and a few
- * figures. Cached steps list what they wrote as `s3Outputs`, so a cache hit whose files are gone
- * is a miss.
- *
- * - prepare: the corpus artifact's version and manifest; `labels.explainer: auto` resolved (claude
- *   when an Anthropic key is there, else top-tokens) before any cached step reads it; the grid.
- * - select: every SAE's result read from the fan-out; the one labelled is the best loss recovered
- *   among those with L0 at most `labels.targetL0`.
- * - label: the chosen SAE's feature contexts labelled by the explainer.
- * - detect: each label scored for detection on held-out contexts, with a mismatched-label control.
- */
-import type { Context } from 'aws-lambda';
 import { z } from 'zod';
 import { CORPUS_MANIFEST, copySource, getArtifactVersion } from '../artifacts.ts';
 import { CopyObjectCommand } from '@aws-sdk/client-s3';
 import { readObjectBytes, s3Client } from '../clients/aws.ts';
-import { writeFile, type S3Written } from '../documents.ts';
+import { writeFile } from '../documents.ts';
 import { ConfigError, NotFoundError } from '../errors.ts';
-import { ENV, optionalEnv, requireEnv } from '../env.ts';
 import { canonicalJson, sha256Hex } from '../json.ts';
-import { startInvocationLog } from '../log.ts';
 import { MissingApiKeyError } from '../rewards/errors.ts';
 import { resolveApiKey } from '../rewards/propose.ts';
+import { hasApiKey, readJson, type StepContext, s3Out, stepHandler, writeJson } from '../pipeline-steps.ts';
 import { parseOrThrow } from '../schema.ts';
 import { parseS3Uri } from '../s3uri.ts';
 import { anthropicClient } from '../claude-requests.ts';
@@ -30,45 +15,10 @@ import { claudePredictor, type DetectionReport, scoreDetection, tokenMatchPredic
 import { explainWithClaude, explainWithTopTokens, type FeatureLabel, parseFeatureContexts, type UnlabelledFeature } from './explain.ts';
 import { saeFigures, saeMetrics, saeReportHtml } from './report.ts';
 
-export interface SaeStepContext {
-  readonly bucket: string;
-  readonly pipeline: string;
-  readonly table?: string;
-  readonly anthropicSecretArn?: string;
-  readonly env?: NodeJS.ProcessEnv;
-}
+export type SaeStepContext = StepContext;
 
-/** A step's Lambda handler: the context from the function's environment, an invocation log line, the step. */
-export function saeHandler(step: string, run: (ctx: SaeStepContext, event: unknown) => Promise<unknown>) {
-  const ctx: SaeStepContext = {
-    bucket: requireEnv(ENV.bucket),
-    pipeline: requireEnv(ENV.pipeline),
-    table: optionalEnv(ENV.table),
-    anthropicSecretArn: optionalEnv(ENV.anthropicSecretArn),
-  };
-  return async (event: unknown, context?: Context) => {
-    startInvocationLog(context, { step });
-    return run(ctx, event);
-  };
-}
-
-const s3Out = (w: S3Written) => ({ Bucket: w.Bucket, Key: w.Key });
-
-async function writeJson(ctx: SaeStepContext, folder: string, value: unknown): Promise<S3Written & { sha256: string }> {
-  const body = canonicalJson(value);
-  const sha256 = sha256Hex(body);
-  const written = await writeFile(ctx.bucket, `data/${ctx.pipeline}/${folder}/${sha256}.json`, body, 'application/json');
-  return { ...written, sha256 };
-}
-
-async function readJson(uri: string, field: string): Promise<unknown> {
-  const bytes = await readObjectBytes(uri, field);
-  try {
-    return JSON.parse(bytes.toString('utf8'));
-  } catch (error) {
-    throw new ConfigError(field, uri, `is not JSON (${(error as Error).message})`);
-  }
-}
+/** A step's Lambda handler (shared/pipeline-steps.ts). */
+export const saeHandler = stepHandler;
 
 // ---------------------------------------------------------------------------------------------
 // prepare
@@ -81,17 +31,6 @@ export const PrepareRequest = z
     ks: z.array(z.int()),
   })
   .strict();
-
-/** Whether an Anthropic key is there (the environment's, or the platform secret set to a key). */
-async function hasApiKey(ctx: SaeStepContext): Promise<boolean> {
-  try {
-    await resolveApiKey(ctx.env ?? process.env, ctx.anthropicSecretArn);
-    return true;
-  } catch (error) {
-    if (error instanceof MissingApiKeyError) return false;
-    throw error;
-  }
-}
 
 export async function prepareStep(ctx: SaeStepContext, raw: unknown) {
   const request = parseOrThrow(PrepareRequest, raw, 'prepare');

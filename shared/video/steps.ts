@@ -1,31 +1,13 @@
-/**
- * The video pipeline's Lambda steps. Each takes a zod-checked request, reads and writes S3
- * (documents content-addressed under data/video/), and returns a small record: URIs, hashes and
- * counts, never a list whose length the sources decide.
- *
- * - sources: the source list (the generator's, a list in S3, or Blender's films) checked entry by
- *   entry; the accepted ones become the Distributed Map's items, the refused ones are kept with
- *   their reasons. `captions.captioner: auto` is resolved here (claude with a key, else none).
- * - curate: every source's outcome read back (its clips and scores, or why it was refused or
- *   failed), and the curation rules applied (curate.ts).
- * - caption-plan: the kept clips without a caption by this captioner and model (captions are
- *   cached per clip, so a stricter threshold, which keeps a subset, captions nothing).
- * - caption-claude: Claude's vision input over each such clip's contact sheet.
- * - caption-store: the VLM job's captions stored per clip.
- * - package: the artifact's files: the kept clips, manifest.jsonl and ATTRIBUTION.txt.
- */
-import type { Context } from 'aws-lambda';
 import pMap from 'p-map';
 import { z } from 'zod';
 import { readObjectBytes } from '../clients/aws.ts';
 import { type S3Written, writeFile } from '../documents.ts';
-import { ENV, optionalEnv, requireEnv } from '../env.ts';
 import { ConfigError, NoSuchKey } from '../errors.ts';
 import { canonicalJson, sha256Hex } from '../json.ts';
-import { startInvocationLog } from '../log.ts';
 import { readMapResults } from '../refinery/map-results.ts';
 import { MissingApiKeyError } from '../rewards/errors.ts';
 import { resolveApiKey } from '../rewards/propose.ts';
+import { hasApiKey, readJson, type StepContext, s3Out, stepHandler, writeJson } from '../pipeline-steps.ts';
 import { parseOrThrow } from '../schema.ts';
 import { anthropicClient } from '../claude-requests.ts';
 import { BLENDER_FILMS } from './blender.ts';
@@ -36,59 +18,15 @@ import { videoFigures, videoMetrics, videoReportHtml } from './report.ts';
 import { TruthDocument, type TruthFigures, truthFigures } from './truth.ts';
 import { type AcceptedSource, checkSources, type RefusedSource } from './sources.ts';
 
-export interface VideoStepContext {
-  readonly bucket: string;
-  readonly pipeline: string;
-  readonly anthropicSecretArn?: string;
-  readonly env?: NodeJS.ProcessEnv;
-}
+export type VideoStepContext = StepContext;
 
-/** A step's Lambda handler: the context from the function's environment, an invocation log line, the step. */
-export function videoHandler(step: string, run: (ctx: VideoStepContext, event: unknown) => Promise<unknown>) {
-  const ctx: VideoStepContext = {
-    bucket: requireEnv(ENV.bucket),
-    pipeline: requireEnv(ENV.pipeline),
-    anthropicSecretArn: optionalEnv(ENV.anthropicSecretArn),
-  };
-  return async (event: unknown, context?: Context) => {
-    startInvocationLog(context, { step });
-    return run(ctx, event);
-  };
-}
-
-const s3Out = (w: S3Written) => ({ Bucket: w.Bucket, Key: w.Key });
-
-async function writeJson(ctx: VideoStepContext, folder: string, value: unknown): Promise<S3Written & { sha256: string }> {
-  const body = canonicalJson(value);
-  const sha256 = sha256Hex(body);
-  const written = await writeFile(ctx.bucket, `data/${ctx.pipeline}/${folder}/${sha256}.json`, body, 'application/json');
-  return { ...written, sha256 };
-}
+/** A step's Lambda handler (shared/pipeline-steps.ts). */
+export const videoHandler = stepHandler;
 
 async function writeText(ctx: VideoStepContext, folder: string, name: string, body: string, contentType: string): Promise<S3Written & { sha256: string }> {
   const sha256 = sha256Hex(body);
   const written = await writeFile(ctx.bucket, `data/${ctx.pipeline}/${folder}/${sha256}/${name}`, body, contentType);
   return { ...written, sha256 };
-}
-
-async function readJson(uri: string, field: string): Promise<unknown> {
-  const bytes = await readObjectBytes(uri, field);
-  try {
-    return JSON.parse(bytes.toString('utf8'));
-  } catch (error) {
-    throw new ConfigError(field, uri, `is not JSON (${(error as Error).message})`);
-  }
-}
-
-/** Whether an Anthropic key is there (the environment's, or the platform secret set to a key). */
-async function hasApiKey(ctx: VideoStepContext): Promise<boolean> {
-  try {
-    await resolveApiKey(ctx.env ?? process.env, ctx.anthropicSecretArn);
-    return true;
-  } catch (error) {
-    if (error instanceof MissingApiKeyError) return false;
-    throw error;
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
