@@ -93,8 +93,12 @@ export async function measureSaePipeline(
     const config = SaeConfig.parse(SAE_SIZES[size]);
     const cold = await runtime.startExecution(SAE_PIPELINE, { config }).done;
     const coldFigures = await figuresOf(cold, 'cold SAE run');
-    // Another k grid: the first k replaced by one more between the first two.
-    const ks = [...new Set([Math.max(1, Math.round((config.sae.ks[0]! + (config.sae.ks[1] ?? config.sae.ks[0]! * 2)) / 2)), ...config.sae.ks.slice(1)])];
+    // Another k grid: the last k replaced by one between the last two (the smallest k, which the
+    // label rule may need, stays).
+    const sorted = [...config.sae.ks].sort((a, b) => a - b);
+    const last = sorted.at(-1)!;
+    const between = Math.max(1, Math.round(((sorted.at(-2) ?? Math.floor(last / 2)) + last) / 2));
+    const ks = [...new Set([...sorted.slice(0, -1), between])];
     const rt = runtime;
     const grid = await recording(rt, () => rt.startExecution(SAE_PIPELINE, { config: { ...config, sae: { ...config.sae, ks } } }).done);
     await figuresOf(grid.record, 'k-grid rerun');
