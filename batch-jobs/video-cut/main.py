@@ -29,7 +29,7 @@ import tempfile
 import time
 from typing import Any
 
-from clips import cut_clip
+from clips import cut_clips
 from cuts import DETECTORS, DetectorSettings, analysis_size, content_scores, detect_cuts, plan_clips
 from fetch import Unusable, download
 from generate import FPS, GenerateSpec, generate_set
@@ -192,11 +192,12 @@ def stage_cut(spec: dict, ctx: JobContext) -> dict:
         detect_seconds, detect_cpu = time.perf_counter() - started, cpu_seconds() - cpu_started
         ctx.progress(stage="cut", detected=len(cuts), clips=len(plan), dropped=len(dropped))
         encode_started, encode_cpu_started = time.perf_counter(), cpu_seconds()
+        ids = [f"{sha256[:CLIP_ID_SHA_CHARS]}-{clip['startFrame']:06d}" for clip in plan]
+        # One ffmpeg run makes every clip (one decode of the source; see clips.py).
+        made = cut_clips(path, [(clip_id, clip["startFrame"], clip["endFrame"] - clip["startFrame"]) for clip_id, clip in zip(ids, plan)],
+                         fps, workdir, height=settings["height"], preset=settings["preset"], crf=settings["crf"], field=source_field)
         clips = []
-        for index, clip in enumerate(plan):
-            clip_id = f"{sha256[:CLIP_ID_SHA_CHARS]}-{clip['startFrame']:06d}"
-            paths = cut_clip(path, clip["startFrame"], clip["endFrame"] - clip["startFrame"], fps, workdir, clip_id,
-                             height=settings["height"], preset=settings["preset"], crf=settings["crf"], field=source_field)
+        for index, (clip_id, clip, paths) in enumerate(zip(ids, plan, made)):
             video = put_file(ctx, f"clips/{clip_id}.mp4", paths["clip"], "video/mp4")
             sheet = put_file(ctx, f"clips/{clip_id}-sheet.jpg", paths["sheet"], "image/jpeg")
             keys = [put_file(ctx, f"clips/{clip_id}-k{i}.jpg", paths[f"k{i}"], "image/jpeg") for i in range(3)]
