@@ -76,7 +76,7 @@ export class VideoStack extends PipelineStack {
       .chars('$.prep.files', 300, 'one file: the checked source list, a content-addressed URI under data/video/')
       .chars('$.lineage.sources', 400, 'one published version: {name, version, uri, sha256}')
       .chars('$.lineage.clips', 400, 'one published version: {name, version, uri, sha256}')
-      .chars('$.item', 1_500, 'one source: an index, an id of at most 63 characters, a URI of at most 1,024 and a sha256 or null')
+      .chars('$.item', 1_700, 'one source: an index, an id of at most 63 characters, a URI of at most 1,024, a sha256 or null and an ETag or null')
       .chars('$.fetchLimits', 80, 'config.fetch: two numbers')
       .chars('$.cutSettings', 300, 'config.cut: six numbers')
       .chars('$.aesthetic', 10, 'config.score.aesthetic: quality or clip')
@@ -304,7 +304,8 @@ export class VideoStack extends PipelineStack {
           'maxSeconds.$': '$.fetchLimits.maxSeconds',
         },
       }),
-      inputs: { 'uri.$': '$.item.uri', 'limits.$': '$.fetchLimits' },
+      // An S3 source's ETag is in the key: a new object at the same URI is fetched again.
+      inputs: { 'uri.$': '$.item.uri', 'version.$': '$.item.version', 'limits.$': '$.fetchLimits' },
       resultPath: '$.fetched.result',
       cache,
     });

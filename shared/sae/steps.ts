@@ -1,3 +1,16 @@
+/**
+ * The SAE pipeline's Lambda steps. Each takes a zod-checked request, reads and writes S3
+ * (content-addressed under data/sae/), and returns a small record: URIs, hashes and a few
+ * figures. Cached steps list what they wrote as `s3Outputs`, so a cache hit whose files are gone
+ * is a miss.
+ *
+ * - prepare: the corpus artifact's version and manifest; `labels.explainer: auto` resolved (claude
+ *   when an Anthropic key is there, else top-tokens) before any cached step reads it; the grid.
+ * - select: every SAE's result read from the fan-out; the one labelled is the best loss recovered
+ *   among those with L0 at most `labels.targetL0`.
+ * - label: the chosen SAE's feature contexts labelled by the explainer.
+ * - detect: each label scored for detection on held-out contexts, with a mismatched-label control.
+ */
 import { z } from 'zod';
 import { CORPUS_MANIFEST, copySource, getArtifactVersion } from '../artifacts.ts';
 import { CopyObjectCommand } from '@aws-sdk/client-s3';

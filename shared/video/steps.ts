@@ -1,8 +1,26 @@
+/**
+ * The video pipeline's Lambda steps. Each takes a zod-checked request, reads and writes S3
+ * (documents content-addressed under data/video/), and returns a small record: URIs, hashes and
+ * counts, never a list whose length the sources decide.
+ *
+ * - sources: the source list (the generator's, a list in S3, or Blender's films) checked entry by
+ *   entry; the accepted ones become the Distributed Map's items, the refused ones are kept with
+ *   their reasons. `captions.captioner: auto` is resolved here (claude with a key, else none).
+ * - curate: every source's outcome read back (its clips and scores, or why it was refused or
+ *   failed), and the curation rules applied (curate.ts).
+ * - caption-plan: the kept clips without a caption by this captioner and model (captions are
+ *   cached per clip, so a stricter threshold, which keeps a subset, captions nothing).
+ * - caption-claude: Claude's vision input over each such clip's contact sheet.
+ * - caption-store: the VLM job's captions stored per clip.
+ * - package: the artifact's files: the kept clips, manifest.jsonl and ATTRIBUTION.txt.
+ */
 import pMap from 'p-map';
 import { z } from 'zod';
-import { readObjectBytes } from '../clients/aws.ts';
+import { HeadObjectCommand } from '@aws-sdk/client-s3';
+import { readObjectBytes, s3Client } from '../clients/aws.ts';
+import { parseS3Uri } from '../s3uri.ts';
 import { type S3Written, writeFile } from '../documents.ts';
-import { ConfigError, NoSuchKey } from '../errors.ts';
+import { ConfigError, errorName, NoSuchKey } from '../errors.ts';
 import { canonicalJson, sha256Hex } from '../json.ts';
 import { readMapResults } from '../refinery/map-results.ts';
 import { MissingApiKeyError } from '../rewards/errors.ts';
@@ -64,14 +82,29 @@ export async function sourcesStep(ctx: VideoStepContext, raw: unknown) {
   } else {
     list = BLENDER_FILMS;
   }
-  const checked = checkSources(list, 'sources');
+  const listed = checkSources(list, 'sources');
+  // An S3 source's ETag is part of its fetch's cache key (a new object at the same key is fetched
+  // again); one that is not there is refused now, before any job.
+  const versions = await pMap(listed.accepted, (s) => (s.uri.startsWith('s3://') && !s.sha256 ? objectVersion(s.uri) : Promise.resolve(null)), {
+    concurrency: 16,
+  });
+  const accepted = listed.accepted.filter((_, i) => versions[i] !== 'missing');
+  const refused = [
+    ...listed.refused,
+    ...listed.accepted
+      .filter((_, i) => versions[i] === 'missing')
+      .map((s) => ({ index: s.index, id: s.id, field: `sources[${s.index}].uri`, reason: `${s.uri}: no such object` })),
+  ].sort((a, b) => a.index - b.index);
+  const checked = { accepted, refused };
   const document: SourcesDocument = { format: SOURCES_FORMAT, ...checked };
   const sources = await writeJson(ctx, 'sources', document);
   // The Map's items: what a child run needs, no licence text.
   const items = await writeJson(
     ctx,
     'items',
-    checked.accepted.map((s) => ({ index: s.index, id: s.id, uri: s.uri, sha256: s.sha256 ?? null })),
+    listed.accepted
+      .map((s, i) => ({ index: s.index, id: s.id, uri: s.uri, sha256: s.sha256 ?? null, version: versions[i] ?? null }))
+      .filter((item) => item.version !== 'missing'),
   );
   const captioner = request.captioner === 'auto' ? ((await hasApiKey(ctx)) ? 'claude' : 'none') : request.captioner;
   return {
@@ -84,6 +117,17 @@ export async function sourcesStep(ctx: VideoStepContext, raw: unknown) {
     captioner,
     s3Outputs: [s3Out(sources), s3Out(items)],
   };
+}
+
+/** An S3 object's ETag, or `missing` when there is none at that key. */
+async function objectVersion(uri: string): Promise<string> {
+  try {
+    const head = await s3Client().send(new HeadObjectCommand(parseS3Uri(uri, 'sources.uri')));
+    return head.ETag ?? 'unknown';
+  } catch (error) {
+    if (['NotFound', 'NoSuchKey', 'NoSuchBucket'].includes(errorName(error))) return 'missing';
+    throw error;
+  }
 }
 
 async function readSources(uri: string, field: string): Promise<SourcesDocument> {

@@ -167,13 +167,14 @@ describe('video curation end to end (test size)', () => {
         { id: 'audio', uri: await put('audio.mp4', readFileSync(audio)), ...licence },
         { id: 'unlicensed', uri: await put('unlicensed.mp4', bytes) },
         { id: 'anonymous', uri: await put('anonymous.mp4', bytes), ...licence, author: '' },
+        { id: 'missing', uri: `s3://${where.bucket}/uploads/never-uploaded.mp4`, ...licence },
       ];
       const listUri = (await writeFile(where.bucket, 'uploads/sources.json', JSON.stringify(list), 'application/json')).uri;
       const record = await rt.startExecution(VIDEO_PIPELINE, { config: { ...config, sources: { kind: 'list', uri: listUri } } }).done;
       assert.equal(record.status, 'SUCCEEDED', `${record.error}: ${record.cause}`);
       const out = record.output as RunOutput;
-      assert.equal(out.metrics.sources, 6);
-      assert.equal(out.metrics.refused, 5);
+      assert.equal(out.metrics.sources, 7);
+      assert.equal(out.metrics.refused, 6);
       const figures = JSON.parse(await text(out.reportUri.replace(/report\.html$/, 'figures.json')));
       const reason = (id: string) => (figures.sources as { id: string; reason: string | null }[]).find((s) => s.id === id)?.reason ?? '';
       assert.match(reason('text'), /not a video/);
@@ -181,6 +182,7 @@ describe('video curation end to end (test size)', () => {
       assert.match(reason('audio'), /no video stream/);
       assert.match(reason('unlicensed'), /no licence|lacks/);
       assert.match(reason('anonymous'), /lacks author/);
+      assert.match(reason('missing'), /never-uploaded\.mp4: no such object/);
       const published = await getArtifactVersion(where, VIDEO_ARTIFACT);
       const rows = (await text(published.files.find((f) => f.name === 'clips.jsonl')!.uri))
         .trim()
