@@ -4,7 +4,8 @@ from __future__ import annotations
 import unittest
 
 import numpy as np
-from cuts import DetectorSettings, adaptive_ratios, content_scores, detect_cuts, hsv, match_cuts, plan_clips
+from cuts import (HISTOGRAM_BINS, DetectorSettings, adaptive_ratios, content_scores, detect_cuts, histogram_changes,
+                  hsv, match_cuts, plan_clips)
 
 
 class HsvTest(unittest.TestCase):
@@ -23,6 +24,18 @@ class HsvTest(unittest.TestCase):
         for batch in (1, 2, 64):
             self.assertEqual(content_scores([black, black, red, red], batch=batch).tolist(), [0, 0, 170, 0])
 
+    def test_scores_carry_colour_histograms(self) -> None:
+        black = np.zeros((4, 4, 3), np.uint8)
+        red = np.zeros((4, 4, 3), np.uint8)
+        red[..., 0] = 255
+        for batch in (1, 3, 64):
+            histograms = content_scores([black, red, red], batch=batch).histograms
+            self.assertEqual(histograms.shape, (3, int(np.prod(HISTOGRAM_BINS))))
+            # black: hue 0, saturation 0, value 0 (bin 0); red: hue 0, saturation and value top.
+            self.assertEqual(np.flatnonzero(histograms[0]).tolist(), [0])
+            self.assertEqual(np.flatnonzero(histograms[1]).tolist(), [HISTOGRAM_BINS[1] * HISTOGRAM_BINS[2] - 1])
+            self.assertTrue(np.allclose(histograms.sum(axis=1), 1.0))
+
 
 class DetectTest(unittest.TestCase):
     def test_adaptive_ratio_divides_by_the_neighbourhood(self) -> None:
@@ -36,6 +49,40 @@ class DetectTest(unittest.TestCase):
         self.assertEqual([c["frame"] for c in detect_cuts(scores, DetectorSettings())], [50])
         content = detect_cuts(scores, DetectorSettings(detector="content", threshold=27.0))
         self.assertGreater(len(content), 3)
+
+    def test_a_cut_between_two_fast_textures(self) -> None:
+        # Two shots of coarse noise flickering every frame, red then yellow-green: each scores ~32 a
+        # frame, the cut ~47 (ratio ~1.5, under 2), but every pixel's hue moves two bins at once.
+        rng = np.random.default_rng(0)
+        shades = {"red": ((250, 50, 50), (60, 12, 12)), "green": ((150, 250, 50), (36, 60, 12))}
+
+        def shot(name: str, count: int) -> list[np.ndarray]:
+            bright, dark = (np.array(c, np.uint8) for c in shades[name])
+            return [np.where(rng.random((36, 64, 1)) < 0.5, bright, dark) for _ in range(count)]
+
+        scores = content_scores(shot("red", 50) + shot("green", 50))
+        self.assertTrue(20 < scores[10] < 40 and 20 < scores[70] < 40)
+        self.assertLess(adaptive_ratios(np.asarray(scores), 2)[50], 2.0)
+        self.assertEqual([c["frame"] for c in detect_cuts(np.asarray(scores), DetectorSettings())], [])  # no histograms
+        self.assertGreater(histogram_changes(scores.histograms, 2)[50], 0.95)
+        self.assertEqual([c["frame"] for c in detect_cuts(scores, DetectorSettings())], [50])
+        # The content detector and its fixed threshold make no use of the histograms.
+        content = DetectorSettings(detector="content", threshold=27.0)
+        self.assertEqual(detect_cuts(scores, content), detect_cuts(np.asarray(scores), content))
+
+    def test_colours_flickering_inside_a_shot_are_no_cut(self) -> None:
+        # Every frame swaps between two palettes (the histogram jumps fully frame to frame) and scores
+        # as high as at a cut; the mean of the windows either side stays put, so no cut is made.
+        scores = np.full(100, 40.0)
+        scores[0], scores[60] = 0.0, 60.0
+        palettes = np.eye(2)[np.arange(100) % 2]
+        self.assertLess(histogram_changes(palettes, 2)[1:].max(), 0.51)
+        self.assertEqual(detect_cuts(scores, DetectorSettings(), palettes), [])
+        # The same scores with the colours changing for good at frame 60: a cut (ratio 1.5).
+        changed = np.eye(2)[(np.arange(100) >= 60).astype(int)]
+        self.assertEqual([c["frame"] for c in detect_cuts(scores, DetectorSettings(), changed)], [60])
+        # A colour change with no rise in the content score is not one (ratio 1.0).
+        self.assertEqual(detect_cuts(np.r_[0.0, np.full(99, 40.0)], DetectorSettings(), changed), [])
 
     def test_the_strongest_of_close_candidates_wins(self) -> None:
         scores = np.full(100, 1.0)
