@@ -70,6 +70,8 @@ export interface VideoReportInput {
     /** Seconds of source video cut, and the cut jobs' seconds summed. */
     readonly cutVideoSeconds: number;
     readonly cutSeconds: number;
+    /** The cut jobs' CPU seconds summed (each job runs on one core), when they reported them. */
+    readonly cutCpuSeconds?: number;
     /** The score jobs' seconds summed; the clip seconds they scored come from the curated document. */
     readonly scoreSeconds: number;
   };
@@ -195,6 +197,9 @@ export interface VideoFigures {
     readonly cutSeconds: number;
     /** Source video seconds cut per second of cut jobs; null when no time was spent. */
     readonly cutSpeed: number | null;
+    /** Per CPU second of the cut jobs (one core each): the speed per core; null without CPU times. */
+    readonly cutCpuSeconds: number | null;
+    readonly cutSpeedPerCore: number | null;
     /** Seconds of the clips sent to scoring (every candidate with a file). */
     readonly scoredVideoSeconds: number;
     readonly scoreSeconds: number;
@@ -518,6 +523,8 @@ export function videoFigures(input: VideoReportInput): VideoFigures {
       cutVideoSeconds: tm.cutVideoSeconds,
       cutSeconds: tm.cutSeconds,
       cutSpeed: ratio(tm.cutVideoSeconds, tm.cutSeconds),
+      cutCpuSeconds: tm.cutCpuSeconds ?? null,
+      cutSpeedPerCore: tm.cutCpuSeconds ? ratio(tm.cutVideoSeconds, tm.cutCpuSeconds) : null,
       scoredVideoSeconds,
       scoreSeconds: tm.scoreSeconds,
       scoreSpeed: ratio(scoredVideoSeconds, tm.scoreSeconds),
@@ -827,7 +834,7 @@ ${column('sheets-dropped', 'Dropped', sh.dropped, sh.droppedNotShown)}
 ${missingHtml}
 ${unaccounted}
 <h2>Throughput and time</h2>
-<p id="throughput">Cutting: ${duration(th.cutVideoSeconds)} of source video in ${duration(th.cutSeconds)} of cut jobs, <strong id="cut-speed">${speed(th.cutSpeed)}</strong>.
+<p id="throughput">Cutting: ${duration(th.cutVideoSeconds)} of source video in ${duration(th.cutSeconds)} of cut jobs, <strong id="cut-speed">${speed(th.cutSpeed)}</strong>${th.cutSpeedPerCore !== null ? `; per CPU second of those jobs (each on one core) <strong id="cut-speed-per-core">${speed(th.cutSpeedPerCore)}</strong>` : ''}.
 Scoring: ${duration(th.scoredVideoSeconds)} of clips in ${duration(th.scoreSeconds)} of score jobs, <strong id="score-speed">${speed(th.scoreSpeed)}</strong>.
 Job seconds are summed over the jobs, which run at once, so they can exceed the wall clock.</p>
 <table id="timings"><tr><th>step</th><th>seconds</th><th>of the wall clock</th></tr>
@@ -859,6 +866,7 @@ export function videoMetrics(f: VideoFigures): Record<string, number> {
   for (const rule of DROP_RULES) add(dropKey(rule), f.funnel.dropped[rule]);
   add('wallSeconds', f.timings.wallSeconds);
   add('cutSpeed', f.throughput.cutSpeed);
+  add('cutSpeedPerCore', f.throughput.cutSpeedPerCore);
   add('captioned', f.captions.captioned);
   if (f.truth) {
     add('cutPrecision', f.truth.cuts.precision);

@@ -193,7 +193,7 @@ export const CurateRequest = z
 export interface CuratedDocument extends Curated {
   readonly sourcesUri: string;
   readonly scorer: { readonly aesthetic: string; readonly formula: string } | null;
-  readonly jobs: { readonly videoSeconds: number; readonly cutSeconds: number; readonly scoreSeconds: number };
+  readonly jobs: { readonly videoSeconds: number; readonly cutSeconds: number; readonly cutCpuSeconds: number; readonly scoreSeconds: number };
   /** Each cut and scored source's documents and its video's sha256 (the report reads the cuts). */
   readonly documents: readonly { readonly id: string; readonly sha256: string | null; readonly clipsUri: string; readonly scoresUri: string }[];
 }
@@ -214,7 +214,7 @@ export async function curateStep(ctx: VideoStepContext, raw: unknown) {
   }
   const failures = new Map(results.failures.map((f) => [itemIndexOf(f.input), f]));
   let scorer: CuratedDocument['scorer'] = null;
-  const jobs = { videoSeconds: 0, cutSeconds: 0, scoreSeconds: 0 };
+  const jobs = { videoSeconds: 0, cutSeconds: 0, cutCpuSeconds: 0, scoreSeconds: 0 };
   const documents: { id: string; sha256: string | null; clipsUri: string; scoresUri: string }[] = [];
   const accepted = await pMap(
     sources.accepted,
@@ -233,6 +233,7 @@ export async function curateStep(ctx: VideoStepContext, raw: unknown) {
       const videoSeconds = clips.timings.videoSeconds ?? clips.probe?.duration ?? 0;
       jobs.videoSeconds += videoSeconds;
       jobs.cutSeconds += (clips.timings.detectSeconds ?? 0) + (clips.timings.encodeSeconds ?? 0);
+      jobs.cutCpuSeconds += (clips.timings.detectCpuSeconds ?? 0) + (clips.timings.encodeCpuSeconds ?? 0);
       jobs.scoreSeconds += scores.seconds ?? 0;
       const sha256 = typeof clips.videoSha256 === 'string' ? clips.videoSha256 : (source.sha256 ?? null);
       documents.push({ id: source.id, sha256, clipsUri: output.clipsUri, scoresUri: output.scoresUri });
@@ -596,6 +597,7 @@ export async function reportStep(ctx: VideoStepContext, raw: unknown) {
       ],
       cutVideoSeconds: curated.jobs.videoSeconds,
       cutSeconds: curated.jobs.cutSeconds,
+      ...(curated.jobs.cutCpuSeconds ? { cutCpuSeconds: curated.jobs.cutCpuSeconds } : {}),
       scoreSeconds: curated.jobs.scoreSeconds,
     },
     contactSheets,

@@ -221,6 +221,11 @@ describe('videoFigures', () => {
     assert.deepEqual(f.timings.steps.at(-1), { name: 'copy into the artifact', seconds: 25.5, share: 25.5 / 150 });
     // 130 s of source video in 13 s of cut jobs; 56 s of clips in 28 s of score jobs.
     assert.equal(f.throughput.cutSpeed, 10);
+    // Per core: per CPU second of the cut jobs, when they reported them.
+    assert.equal(f.throughput.cutSpeedPerCore, null);
+    const perCore = videoFigures({ ...input(), timings: { ...input().timings, cutCpuSeconds: 10 } });
+    assert.equal(perCore.throughput.cutSpeedPerCore, 13);
+    assert.equal(videoMetrics(perCore).cutSpeedPerCore, 13);
     assertClose(f.throughput.scoredVideoSeconds, 56, TOL, 'scored video seconds');
     assertClose(f.throughput.scoreSpeed!, 2, TOL, 'score speed');
   });
