@@ -244,6 +244,7 @@ export class VideoStack extends PipelineStack {
         'captioner.$': '$.prep.captioner',
         'model.$': '$.captionModel.model',
         'captions.$': '$.steps.captions',
+        'captioned.$': '$.steps.package.metrics.captioned',
         'truthUri.$': '$.steps.generate.truthUri',
         'artifact.$': '$.steps.publish',
         'runStartedAt.$': '$$.Execution.StartTime',

@@ -528,6 +528,8 @@ export const ReportRequest = z
     captioner: z.enum(['vlm', 'claude', 'none']),
     model: z.string().min(1),
     captions: z.object({ missingUri: z.string().nullable().optional() }).loose(),
+    /** Kept clips with a caption, as the package step found them. */
+    captioned: z.int().min(0),
     truthUri: z.string().startsWith('s3://').nullable(),
     artifact: z.object({ name: z.string(), version: z.int() }).loose(),
     runStartedAt: z.string(),
@@ -546,12 +548,9 @@ export async function reportStep(ctx: VideoStepContext, raw: unknown) {
   const reportAt = new Date().toISOString();
   const curated = await readCurated(request.curatedUri, 'curatedUri');
   const kept = curated.clips.filter((c) => c.kept);
-  // Captions over every kept clip (this run's and earlier runs'), and this run's misses with their reasons.
-  const captioned =
-    request.captioner === 'none'
-      ? 0
-      : (await pMap(kept, (c) => readCaption(ctx, captionKey(ctx.pipeline, c.sha256!, request.captioner, request.model)), { concurrency: 16 })).filter(Boolean)
-          .length;
+  // The package step counted the captions over every kept clip (this run's and earlier runs');
+  // this run's misses come with their reasons.
+  const captioned = request.captioner === 'none' ? 0 : request.captioned;
   const missing = request.captions.missingUri ? ((await readJson(request.captions.missingUri, 'captions.missingUri')) as CaptionMissing[]) : [];
   const seconds = (from: string, to: string) => Math.max(0, (Date.parse(to) - Date.parse(from)) / 1000);
   // Sheets: the first kept and the first dropped (with a file) in the curated order.
