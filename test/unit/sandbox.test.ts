@@ -529,7 +529,9 @@ describe('local sandbox (bubblewrap)', () => {
         limits: { workDirBytes: 16 * 1024 * 1024, wallSeconds: 20 },
       });
       assert.equal(result.limit, 'disk', JSON.stringify(result));
-      assert.deepEqual(readdirSync(workDir), []);
+      // At most the one file written when the kill came, before its unlink: 1 MiB, far under the
+      // 16 MiB limit, so the limit was passed by the deleted files still held open.
+      assert.ok(readdirSync(workDir).length <= 1, JSON.stringify(readdirSync(workDir)));
     });
 
     it('/tmp is capped in size', { skip }, async () => {
