@@ -33,6 +33,8 @@ class Probe:
     codec: str
     frames: int | None
     size_bytes: int
+    sar: float = 1.0
+    """The sample (pixel) aspect ratio, 1 for square pixels; not in to_json()."""
 
     def to_json(self) -> dict:
         return {"duration": self.duration, "fps": self.fps, "width": self.width, "height": self.height,
@@ -75,7 +77,8 @@ def probe(path: str, field: str = "source") -> Probe:
         raise MediaError(f"{field}: the video stream lasts no time (duration {duration} s, {fps} frames/s)")
     frames = int(stream["nb_frames"]) if str(stream.get("nb_frames", "")).isdigit() else None
     return Probe(duration=duration, fps=fps, width=int(stream.get("width") or 0), height=int(stream.get("height") or 0),
-                 codec=str(stream.get("codec_name", "unknown")), frames=frames, size_bytes=int(fmt.get("size") or 0))
+                 codec=str(stream.get("codec_name", "unknown")), frames=frames, size_bytes=int(fmt.get("size") or 0),
+                 sar=_rate(str(stream.get("sample_aspect_ratio", "1:1")).replace(":", "/")) or 1.0)
 
 
 def ffmpeg(args: list[str], what: str) -> None:
@@ -140,15 +143,27 @@ class CheckedFrames:
     frames are at the stream's constant rate: frame k is the picture shown at k / fps.
     """
 
-    def __init__(self, path: str, width: int, height: int, *, gray: bool = False, field: str = "source") -> None:
-        self.path, self.width, self.height, self.gray, self.field = path, width, height, gray, field
+    def __init__(self, path: str, width: int, height: int, *, gray: bool = False, field: str = "source",
+                 keep: tuple[str, str] | None = None) -> None:
+        """keep: (path, filters): the same decode also writes every frame, through that filter
+        chain (ending in a pixel format), uncompressed into a NUT file at path, the same frames at
+        the same constant rate as the ones iterated, so a later ffmpeg run reads them instead of
+        decoding the video again."""
+        self.path, self.width, self.height, self.gray, self.field, self.keep = path, width, height, gray, field, keep
         self.decoded = 0
         self.errors: list[str] = []
 
     def __iter__(self) -> Iterator[np.ndarray]:
         pix_fmt, channels = ("gray", 1) if self.gray else ("rgb24", 3)
-        args = [FFMPEG, "-hide_banner", "-nostdin", "-v", "error", "-threads", "1", "-i", self.path,
-                "-vf", f"scale={self.width}:{self.height}:flags=area", "-f", "rawvideo", "-pix_fmt", pix_fmt, "-"]
+        scale = f"scale={self.width}:{self.height}:flags=area"
+        args = [FFMPEG, "-hide_banner", "-nostdin", "-v", "error", "-threads", "1", "-i", self.path]
+        if self.keep is None:
+            args += ["-vf", scale, "-f", "rawvideo", "-pix_fmt", pix_fmt, "-"]
+        else:
+            kept, chain = self.keep
+            args += ["-filter_complex_threads", "1", "-filter_complex", f"[0:v]split=2[a][b];[a]{scale}[frames];[b]{chain}[kept]",
+                     "-map", "[frames]", "-fps_mode", "cfr", "-f", "rawvideo", "-pix_fmt", pix_fmt, "-",
+                     "-map", "[kept]", "-fps_mode", "cfr", "-c:v", "rawvideo", "-f", "nut", "-y", kept]
         size = self.width * self.height * channels
         shape = (self.height, self.width) if self.gray else (self.height, self.width, 3)
         self.decoded, self.errors = 0, []

@@ -9,8 +9,8 @@ from unittest import mock
 
 import clips
 import numpy as np
-from clips import cut_clips, key_frames
-from media import ffmpeg, frames, probe
+from clips import clip_scale, cut_clips, key_frames
+from media import CheckedFrames, ffmpeg, frames, probe
 
 SIZE = (64, 36)
 
@@ -33,8 +33,8 @@ class CutClipsTest(unittest.TestCase):
         near = range(max(0, around - 2), min(len(self.reference), around + 3))
         return min(near, key=lambda k: float(np.abs(frame - self.reference[k]).mean()))
 
-    def check(self, wanted: list[tuple[str, int, int]], directory: str) -> None:
-        made = cut_clips(self.source, wanted, 25.0, directory, height=180, preset="ultrafast", crf=23, field="test")
+    def check(self, wanted: list[tuple[str, int, int]], directory: str, source: str | None = None) -> None:
+        made = cut_clips(source or self.source, wanted, 25.0, directory, height=180, preset="ultrafast", crf=23, field="test")
         self.assertEqual(len(made), len(wanted))
         for (clip_id, start, count), paths in zip(wanted, made):
             self.assertEqual(sorted(paths), ["clip", "k0", "k1", "k2", "sheet"])
@@ -59,6 +59,18 @@ class CutClipsTest(unittest.TestCase):
     def test_clips_in_chunks_are_frame_accurate(self) -> None:
         with tempfile.TemporaryDirectory() as directory, mock.patch.object(clips, "CHUNK_CLIPS", 2):
             self.check([("a", 5, 40), ("b", 45, 12), ("c", 70, 60)], directory)
+
+    def test_clips_from_the_kept_frames_are_frame_accurate(self) -> None:
+        # The cut stage's one decode: detection's pass keeps the frames at the clip size (raw, NUT)
+        # and the clips are encoded from them; every clip frame is still the source's frame.
+        with tempfile.TemporaryDirectory() as directory, tempfile.TemporaryDirectory() as scratch:
+            kept = os.path.join(scratch, "frames.nut")
+            reader = CheckedFrames(self.source, 32, 18, keep=(kept, clip_scale(180)), field="test")
+            self.assertEqual(sum(1 for _ in reader), len(self.reference))
+            reader.check(len(self.reference))
+            self.assertEqual(probe(kept).frames or len(list(frames(kept, *SIZE))), len(self.reference))
+            with mock.patch.object(clips, "CHUNK_CLIPS", 2):
+                self.check([("a", 5, 40), ("b", 45, 12), ("c", 70, 60)], directory, source=kept)
 
     def test_a_lone_clip_is_one_file(self) -> None:
         # Longer than the segment muxer's default 2 s: still one file.

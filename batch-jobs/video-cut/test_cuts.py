@@ -5,7 +5,7 @@ import unittest
 
 import numpy as np
 from cuts import (HISTOGRAM_BINS, DetectorSettings, adaptive_ratios, content_scores, detect_cuts, histogram_changes,
-                  hsv, match_cuts, plan_clips)
+                  hsv, hsv_reference, match_cuts, plan_clips)
 
 
 class HsvTest(unittest.TestCase):
@@ -15,6 +15,16 @@ class HsvTest(unittest.TestCase):
         self.assertEqual(h.tolist(), [0, 60, 120, 0, 0])  # red, green, blue at 0, 120, 240 degrees, halved
         self.assertEqual(s.tolist(), [255, 255, 255, 0, 0])
         self.assertEqual(v.tolist(), [255, 255, 255, 128, 0])
+
+    def test_tables_give_the_formulas_numbers(self) -> None:
+        # Every 7th colour of the 2^24 (all residues of each channel), against the float32 formula;
+        # both round the same float32 operations, so they agree to one unit (a rounding tie) at most.
+        colours = np.arange(0, 1 << 24, 7, dtype=np.uint32)
+        pixels = np.stack([colours >> 16, (colours >> 8) & 255, colours & 255], axis=-1).astype(np.uint8)
+        pixels = pixels[: len(pixels) // 1000 * 1000].reshape(-1, 1, 1000, 3)
+        fast, formula = hsv(pixels), hsv_reference(pixels)
+        self.assertEqual(fast.dtype, np.uint8)
+        self.assertLessEqual(float(np.abs(fast.astype(np.float32) - formula).max()), 1.0)
 
     def test_scores_are_the_mean_hsv_difference(self) -> None:
         black = np.zeros((4, 4, 3), np.uint8)

@@ -17,11 +17,13 @@ import tempfile
 import threading
 import unittest
 import urllib.error
+from unittest import mock
 
 import numpy as np
 from cuts import match_cuts
 from generate import make_bad_inputs, probe_frames
 from jobio import JobContext
+import main as cut_job
 from main import SpecError, main
 from media import frames, probe
 from memory_s3 import MemoryS3
@@ -144,6 +146,24 @@ class StagesTest(unittest.TestCase):
             distances = {k: float(np.abs(first - reference[k]).mean())
                          for k in range(max(0, clip["startFrame"] - 2), clip["startFrame"] + 3)}
             self.assertEqual(min(distances, key=distances.get), clip["startFrame"])
+
+    def test_a_video_too_long_to_keep_is_decoded_twice_with_the_same_clips(self) -> None:
+        # Over KEEP_FRAMES_BYTES, encoding decodes the source again instead of reading the frames
+        # detection kept: the same cuts and clips, every clip's frames within a small difference.
+        video = self.truth["videos"][0]
+        name, fetched = video["name"], self.fetched[video["name"]]
+        with mock.patch.object(cut_job, "KEEP_FRAMES_BYTES", 0):
+            twice = run_stage(self.s3, f"cut-twice-{name}", {"stage": "cut", "videoUri": fetched["videoUri"], "sha256": fetched["sha256"],
+                                                             "sourceId": name, "settings": {"preset": "ultrafast"}})
+        once, again = self.documents[name], json.loads(read(self.s3, twice["clipsUri"]))
+        self.assertEqual((once["timings"]["decodes"], again["timings"]["decodes"]), (1, 2))
+        self.assertEqual(once["cuts"], again["cuts"])
+        self.assertEqual([(c["startFrame"], c["endFrame"]) for c in once["clips"]], [(c["startFrame"], c["endFrame"]) for c in again["clips"]])
+        for a, b in zip(once["clips"][:2], again["clips"][:2]):
+            first = np.stack(list(frames(self.local(a["uri"], "once.mp4"), 64, 36))).astype(float)
+            second = np.stack(list(frames(self.local(b["uri"], "twice.mp4"), 64, 36))).astype(float)
+            self.assertEqual(first.shape, second.shape)
+            self.assertLess(float(np.abs(first - second).mean()), 1.0)
 
 
 class UnusableSourcesTest(unittest.TestCase):
