@@ -18,6 +18,7 @@ import pMap from 'p-map';
 import { z } from 'zod';
 import { HeadObjectCommand } from '@aws-sdk/client-s3';
 import { readObjectBytes, s3Client } from '../clients/aws.ts';
+import { MAX_ARTIFACT_FILES } from '../artifacts.ts';
 import { parseS3Uri } from '../s3uri.ts';
 import { type S3Written, writeFile } from '../documents.ts';
 import { ConfigError, errorName, NoSuchKey } from '../errors.ts';
@@ -446,6 +447,8 @@ export const PackageRequest = z
 
 export const CLIPS_MANIFEST = 'clips.jsonl';
 export const ATTRIBUTION = 'ATTRIBUTION.txt';
+/** The most clips a `video-clips` artifact publishes: its file limit less the manifest and attribution. */
+export const MAX_PUBLISHED_CLIPS = MAX_ARTIFACT_FILES - 2;
 
 /** One line of clips.jsonl. */
 export interface ManifestRow {
@@ -465,9 +468,18 @@ export interface ManifestRow {
 export async function packageStep(ctx: VideoStepContext, raw: unknown) {
   const request = parseOrThrow(PackageRequest, raw, 'package');
   const curated = await readCurated(request.curatedUri, 'curatedUri');
+  const kept = curated.clips.filter((c) => c.kept);
+  // Checked before anything is written: the clips, cached, stay; a stricter curate rerun is cheap.
+  if (kept.length > MAX_PUBLISHED_CLIPS) {
+    throw new ConfigError(
+      'curate',
+      kept.length,
+      `keeps more clips than an artifact holds: ${MAX_PUBLISHED_CLIPS} (one file each, with ${CLIPS_MANIFEST} and ${ATTRIBUTION} within ${MAX_ARTIFACT_FILES} files); ` +
+        'raise the thresholds or use fewer sources (a rerun is cache hits and the curate step)',
+    );
+  }
   const sources = await readSources(curated.sourcesUri, 'curated.sourcesUri');
   const byId = new Map(sources.accepted.map((s) => [s.id, s]));
-  const kept = curated.clips.filter((c) => c.kept);
   const captions =
     request.captioner === 'none'
       ? kept.map(() => null)
