@@ -1,14 +1,17 @@
 /**
  * The Unitree G1 in MuJoCo's WebAssembly build (mujoco-js): the CPU twin's physics.
  *
- * The model is MuJoCo Menagerie's `g1_mjx.xml` in `scene_mjx.xml` (flat floor, explicit contact
- * pairs), vendored unchanged in shared/humanoid/g1 with its BSD-3-Clause licence. Its meshes are
- * not vendored: every mesh geom in it is visual only (class `visual`: group 2, density 0, and like
- * every geom of the model contype and conaffinity 0, so it neither collides nor weighs; bodies
- * carry their own inertials), so they are removed before compiling and the physics is the same.
- * A mesh geom that is not visual (a model file edited to collide with a mesh) needs its file, and
- * a missing one is refused, named. Without the meshes the model compiles in about 0.1-0.2 s and
- * steps at about 8-12k physics steps/s on one core (bench/humanoid-physics.ts measures it).
+ * The model is the one upstream's task runs: MuJoCo Playground's feet-only G1
+ * (`g1_mjx_feetonly.xml`: Euler at 2 ms, 3 solver iterations, position actuators without kv and
+ * joint damping instead, only the feet touching the floor) in `scene_mjx_feetonly_flat_terrain.xml`
+ * with its `sensor.xml` (foot contacts), derived from MuJoCo Menagerie's G1 and vendored unchanged
+ * in shared/humanoid/g1 with both licences (PROVENANCE.md there). Its meshes are not vendored:
+ * every mesh geom is visual only (class `visual`: density 0, and like every geom of the model
+ * contype and conaffinity 0, so it neither collides nor weighs; bodies carry their own inertials),
+ * so they are removed before compiling and the physics is the same. A mesh geom that is not visual
+ * (a model file edited to collide with a mesh) needs its file, and a missing one is refused, named.
+ * Without the meshes the model compiles in about 0.1 s and steps at about 9-12k physics steps/s on
+ * one core (bench/humanoid-physics.ts measures it).
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -18,8 +21,8 @@ import loadMujocoModule, { type MainModule, type MjData, type MjModel } from 'mu
 import { ConfigError } from '../errors.ts';
 
 export const G1_DIR = join(dirname(fileURLToPath(import.meta.url)), 'g1');
-export const G1_ROBOT = 'g1_mjx.xml';
-export const G1_SCENE = 'scene_mjx.xml';
+export const G1_ROBOT = 'g1_mjx_feetonly.xml';
+export const G1_SCENE = 'scene_mjx_feetonly_flat_terrain.xml';
 
 let module: Promise<MainModule> | undefined;
 
@@ -36,8 +39,7 @@ export function loadMujoco(): Promise<MainModule> {
  */
 export function stripVisualMeshes(xml: string, dir: string, file = G1_ROBOT): { xml: string; meshFiles: string[] } {
   const doc = new DOMParser().parseFromString(xml, 'text/xml');
-  const root = doc.querySelector('mujoco');
-  if (!root) throw new ConfigError('model', join(dir, file), 'is not an MJCF file (no <mujoco> element)');
+  if (!doc.querySelector('mujoco')) throw new ConfigError('model', join(dir, file), 'is not an MJCF file (no <mujoco> element)');
   for (const geom of [...doc.querySelectorAll('geom[mesh]')]) {
     if (geom.getAttribute('class') === 'visual') geom.remove();
   }
@@ -76,17 +78,22 @@ let compiled = 0;
 export async function compileG1(options: { dir?: string; timestep?: number; keyframe?: string } = {}): Promise<G1Sim> {
   const dir = options.dir ?? G1_DIR;
   const mujoco = await loadMujoco();
-  for (const name of [G1_ROBOT, G1_SCENE]) {
-    if (!existsSync(join(dir, name))) throw new ConfigError('model', join(dir, name), 'is missing');
+  const scenePath = join(dir, G1_SCENE);
+  if (!existsSync(scenePath)) throw new ConfigError('model', scenePath, 'is missing');
+  const scene = readFileSync(scenePath, 'utf8');
+  // The scene's includes (the robot, its sensors), each without its visual meshes.
+  const files: [string, string | Buffer][] = [[G1_SCENE, scene]];
+  const meshFiles = new Set<string>();
+  for (const match of scene.matchAll(/<include\s+file="([^"]+)"/g)) {
+    const name = match[1]!;
+    if (!existsSync(join(dir, name))) throw new ConfigError('model', join(dir, name), `is missing (${G1_SCENE} includes it)`);
+    const stripped = stripVisualMeshes(readFileSync(join(dir, name), 'utf8'), dir, name);
+    files.push([name, stripped.xml]);
+    for (const f of stripped.meshFiles) meshFiles.add(f);
   }
-  const robot = stripVisualMeshes(readFileSync(join(dir, G1_ROBOT), 'utf8'), dir);
+  for (const f of meshFiles) files.push([f, readFileSync(join(dir, f))]);
   // The compiled model keeps what it read: the files live in MuJoCo's in-memory FS only meanwhile.
   const folder = `/g1-${process.pid}-${compiled++}`;
-  const files = [
-    [G1_ROBOT, robot.xml],
-    [G1_SCENE, readFileSync(join(dir, G1_SCENE), 'utf8')],
-    ...robot.meshFiles.map((f) => [f, readFileSync(join(dir, f))] as const),
-  ] as const;
   const folders = new Set<string>([folder]);
   for (const [name, body] of files) {
     const path = join(folder, name);
@@ -99,7 +106,7 @@ export async function compileG1(options: { dir?: string; timestep?: number; keyf
     model = mujoco.MjModel.loadFromXML(join(folder, G1_SCENE));
   } catch (error) {
     const { name, message } = error as Error;
-    throw new ConfigError('model', join(dir, G1_SCENE), `MuJoCo could not compile it (${name}${message ? `: ${message}` : ''})`);
+    throw new ConfigError('model', scenePath, `MuJoCo could not compile it (${name}${message ? `: ${message}` : ''})`);
   } finally {
     for (const [name] of files) mujoco.FS.unlink(join(folder, name));
     for (const path of [...folders].sort((a, b) => b.length - a.length)) mujoco.FS.rmdir(path);

@@ -14,6 +14,7 @@ import { compileG1, G1_DIR, G1_ROBOT, G1_SCENE, stripVisualMeshes } from '#share
 function copyModel(edit?: (xml: string) => string): string {
   const dir = mkdtempSync(join(tmpdir(), 'g1-'));
   copyFileSync(join(G1_DIR, G1_SCENE), join(dir, G1_SCENE));
+  copyFileSync(join(G1_DIR, 'sensor.xml'), join(dir, 'sensor.xml'));
   const robot = readFileSync(join(G1_DIR, G1_ROBOT), 'utf8');
   writeFileSync(join(dir, G1_ROBOT), edit ? edit(robot) : robot);
   return dir;
@@ -27,15 +28,15 @@ describe('G1 model', () => {
     // the model's default geom neither collides nor is collided with (contacts are explicit pairs).
     const visual = doc.querySelector('default[class="visual"] > geom');
     assert.equal(visual?.getAttribute('density'), '0');
-    const base = doc.querySelector('default[class="g1"] > geom[contype]');
+    const base = doc.querySelector('default[class="g1"] > geom');
     assert.deepEqual([base?.getAttribute('contype'), base?.getAttribute('conaffinity')], ['0', '0']);
     const meshGeoms = [...doc.querySelectorAll('geom[mesh]')];
-    assert.equal(meshGeoms.length, 35);
+    assert.equal(meshGeoms.length, 59);
     assert.ok(meshGeoms.every((g) => g.getAttribute('class') === 'visual'));
     const stripped = stripVisualMeshes(xml, G1_DIR);
     assert.deepEqual(stripped.meshFiles, []);
     assert.doesNotMatch(stripped.xml, /<mesh |mesh="/);
-    assert.match(stripped.xml, /name="left_foot1_collision"/);
+    assert.match(stripped.xml, /<geom name="left_foot" /);
   });
 
   it('compiles with 29 actuated joints and starts from the knees_bent keyframe', async () => {
@@ -50,11 +51,16 @@ describe('G1 model', () => {
       for (const name of ['left_foot', 'right_foot', 'imu_in_pelvis', 'imu_in_torso']) {
         assert.ok(mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE.value, name) >= 0, name);
       }
-      for (let i = 0; i < 500; i++) mujoco.mj_step(model, data);
+      // The foot contact sensors: both feet on the floor at rest (a box on a plane: 4 contacts).
+      const found = (name: string) => data.sensordata[model.sensor_adr[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SENSOR.value, name)]!];
+      for (let i = 0; i < 50; i++) mujoco.mj_step(model, data);
+      assert.ok(found('left_foot_floor_found') > 0 && found('right_foot_floor_found') > 0);
+      assert.equal(found('right_foot_left_foot_found'), 0);
+      for (let i = 50; i < 500; i++) mujoco.mj_step(model, data);
       assert.ok(Math.abs(data.time - 1.0) < 1e-9);
       for (let i = 0; i < model.nq; i++) assert.ok(Number.isFinite(data.qpos[i]));
       // Held at the keyframe's pose with its PD gains the robot is not statically stable: it
-      // sinks and falls within about 2 s (a policy has to balance it).
+      // sinks within about 2 s (a policy has to balance it).
       assert.ok(data.qpos[2] < 0.755);
     } finally {
       sim.dispose();
@@ -67,9 +73,12 @@ describe('G1 model', () => {
       xml.replace('<geom class="visual" material="black" mesh="pelvis"/>', '<geom class="collision" type="mesh" mesh="pelvis"/>'),
     );
     try {
-      await assert.rejects(compileG1({ dir: empty }), new RegExp(`^ConfigError: model: is missing \\(got "${join(empty, G1_ROBOT)}"\\)$`));
-      await assert.rejects(compileG1({ dir: meshy }), /model: geom mesh "pelvis" collides and needs its file assets\/pelvis\.STL, which is missing/);
-      await assert.rejects(compileG1({ keyframe: 'cartwheel' }), /keyframe: is not a keyframe of scene_mjx\.xml \(got "cartwheel"\)/);
+      await assert.rejects(compileG1({ dir: empty }), new RegExp(`^ConfigError: model: is missing \\(got "${join(empty, G1_SCENE)}"\\)$`));
+      await assert.rejects(
+        compileG1({ dir: meshy }),
+        /model: geom mesh "pelvis" collides and needs its file .*mujoco_menagerie\/unitree_g1\/assets\/pelvis\.STL, which is missing/,
+      );
+      await assert.rejects(compileG1({ keyframe: 'cartwheel' }), /keyframe: is not a keyframe of scene_mjx_feetonly_flat_terrain\.xml \(got "cartwheel"\)/);
       const broken = copyModel((xml) => xml.replace('<actuator>', '<actuator><position joint="no_such_joint"/>'));
       try {
         await assert.rejects(compileG1({ dir: broken }), /model: MuJoCo could not compile it/);
