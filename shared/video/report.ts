@@ -45,6 +45,8 @@ export interface VideoTruth {
   /** Clips made to pass every rule, and how many of them were dropped all the same. */
   readonly goodClips: number;
   readonly goodDropped: number;
+  /** The good clips dropped, by the rule that dropped them (absent in documents written before it). */
+  readonly goodDroppedBy?: Readonly<Record<string, number>>;
 }
 
 export interface VideoReportInput {
@@ -157,6 +159,8 @@ export interface VideoTruthFigures {
   readonly goodDropped: number;
   /** goodDropped / goodClips. */
   readonly goodDroppedShare: number | null;
+  /** The good clips dropped, by rule, most first. */
+  readonly goodDroppedBy: readonly { readonly rule: string; readonly count: number }[];
 }
 
 export interface VideoFigures {
@@ -336,7 +340,21 @@ function checkTruth(truth: VideoTruth): VideoTruthFigures {
     goodClips: truth.goodClips,
     goodDropped: truth.goodDropped,
     goodDroppedShare: ratio(truth.goodDropped, truth.goodClips),
+    goodDroppedBy: goodDroppedBy(truth),
   };
+}
+
+function goodDroppedBy(truth: VideoTruth): { rule: string; count: number }[] {
+  const entries = Object.entries(truth.goodDroppedBy ?? {});
+  let total = 0;
+  for (const [rule, count] of entries) {
+    checkCount(`truth.goodDroppedBy.${rule}`, count);
+    total += count;
+  }
+  if (truth.goodDroppedBy && total !== truth.goodDropped) {
+    throw new ConfigError('truth.goodDroppedBy', total, `must add up to goodDropped (${truth.goodDropped})`);
+  }
+  return entries.map(([rule, count]) => ({ rule, count })).sort((a, b) => b.count - a.count || a.rule.localeCompare(b.rule));
 }
 
 /** Every figure of the report. Throws a ConfigError on an inconsistent input (a time out of order, a sheet or caption of a clip not in the document). */
@@ -793,7 +811,7 @@ precision <strong id="cut-precision">${pct(tr.cuts.precision)}</strong>, recall 
 <table id="truth-rules"><tr><th>rule</th><th>clips made for it</th><th>dropped by it</th><th>recall</th></tr>${htmlCells(
         tr.rules.map((r) => [escapeHtml(r.rule), `${r.madeFor}`, `${r.droppedByRule}`, pct(r.recall)]),
       )}</table>
-<p id="truth-good">Clips made to pass every rule: ${tr.goodClips}, of which ${tr.goodDropped} were dropped (<strong id="good-dropped-share">${pct(tr.goodDroppedShare)}</strong>).</p>`
+<p id="truth-good">Clips made to pass every rule: ${tr.goodClips}, of which ${tr.goodDropped} were dropped (<strong id="good-dropped-share">${pct(tr.goodDroppedShare)}</strong>)${tr.goodDroppedBy.length ? `: ${tr.goodDroppedBy.map((g) => `${escapeHtml(g.rule)} ${g.count}`).join(', ')}` : ''}.</p>`
     : '';
 
   return `<!doctype html>

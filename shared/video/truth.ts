@@ -42,6 +42,8 @@ export interface TruthFigures {
   readonly rules: { readonly rule: DropRule; readonly madeFor: number; readonly droppedByRule: number }[];
   readonly goodClips: number;
   readonly goodDropped: number;
+  /** The good clips dropped, counted by the rule that dropped them. */
+  readonly goodDroppedBy: Readonly<Record<string, number>>;
 }
 
 /** Matches detected cut frames to true ones, each at most once, within `tolerance` frames (nearest first). */
@@ -86,6 +88,7 @@ export function truthFigures(
   for (const rule of new Set(Object.values(RULE_FOR_KIND))) rules.set(rule, { madeFor: 0, droppedByRule: 0 });
   let goodClips = 0;
   let goodDropped = 0;
+  const goodDroppedBy: Record<string, number> = {};
   for (const source of curated.sources) {
     if (source.status !== 'ok') continue;
     const video = videos.get(sources.get(source.id) ?? '');
@@ -109,7 +112,10 @@ export function truthFigures(
     for (const clip of clips) {
       if (shotOf(clip)?.kind !== 'good') continue;
       goodClips += 1;
-      if (!clip.kept) goodDropped += 1;
+      if (clip.kept) continue;
+      goodDropped += 1;
+      const rule = clip.drop?.rule ?? 'unknown';
+      goodDroppedBy[rule] = (goodDroppedBy[rule] ?? 0) + 1;
     }
   }
   return {
@@ -117,5 +123,6 @@ export function truthFigures(
     rules: [...rules].map(([rule, v]) => ({ rule, ...v })),
     goodClips,
     goodDropped,
+    goodDroppedBy,
   };
 }

@@ -269,11 +269,16 @@ describe('videoFigures', () => {
             { rule: 'static', madeFor: 5, droppedByRule: 5 },
           ],
           goodClips: 20,
-          goodDropped: 1,
+          goodDropped: 3,
+          goodDroppedBy: { 'near-duplicate': 1, 'low-aesthetic': 2 },
         },
       }),
     );
     const t = f.truth!;
+    assert.deepEqual(t.goodDroppedBy, [
+      { rule: 'low-aesthetic', count: 2 },
+      { rule: 'near-duplicate', count: 1 },
+    ]);
     assertClose(t.cuts.precision!, 18 / 20, TOL, 'precision');
     assertClose(t.cuts.recall!, 18 / 24, TOL, 'recall');
     assertClose(t.cuts.f1!, 36 / 44, TOL, 'F1');
@@ -285,8 +290,12 @@ describe('videoFigures', () => {
         ['near-duplicate', 0],
       ],
     );
-    assert.equal(t.goodDroppedShare, 0.05);
+    assert.equal(t.goodDroppedShare, 0.15);
     assert.equal(videoFigures(input()).truth, null);
+    assert.throws(
+      () => videoFigures(input({ truth: { cuts: t.cuts, rules: [], goodClips: 20, goodDropped: 3, goodDroppedBy: { static: 1 } } })),
+      /truth\.goodDroppedBy: must add up to goodDropped \(3\) \(got 1\)/,
+    );
   });
 
   it('refuses an inconsistent input, naming the field', () => {

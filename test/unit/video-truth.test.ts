@@ -75,5 +75,6 @@ describe('video truth', () => {
     assert.deepEqual(rule('near-duplicate'), { rule: 'near-duplicate', madeFor: 0, droppedByRule: 0 });
     assert.equal(f.goodClips, 2);
     assert.equal(f.goodDropped, 1);
+    assert.deepEqual(f.goodDroppedBy, { 'low-aesthetic': 1 });
   });
 });
