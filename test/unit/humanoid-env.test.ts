@@ -12,7 +12,9 @@ import { COMMANDS, REWARD_WEIGHTS, TIMING } from '#shared/humanoid/task.ts';
 import { seededRandom } from '#shared/random.ts';
 
 const TOL = 1e-9;
-const close = (a: number, b: number, tol: number, what: string) => assert.ok(Math.abs(a - b) <= tol, `${what}: ${a} vs ${b}`);
+function close(a: number, b: number, tol: number, what: string): void {
+  assert.ok(Math.abs(a - b) <= tol, `${what}: ${a} vs ${b}`);
+}
 const fixed = { forward: 0.5, lateral: 0, yaw: 0 };
 
 describe('G1 environment (CPU twin)', () => {
@@ -26,12 +28,12 @@ describe('G1 environment (CPU twin)', () => {
     const obs = env.reset();
     assert.equal(obs.length, 103);
     // Upright: gravity straight down in the pelvis IMU's frame; no joint offsets or velocities.
-    [0, 0, -1].forEach((v, i) => close(obs[6 + i]!, v, TOL, `gravity[${i}]`));
+    for (const [i, v] of [0, 0, -1].entries()) close(obs[6 + i]!, v, TOL, `gravity[${i}]`);
     assert.deepEqual(Array.from(obs.slice(9, 12)), [0.5, 0, 0]);
     for (let i = 12; i < 99; i++) close(obs[i]!, 0, TOL, `obs[${i}]`);
     // The phase: [cos left, cos right, sin left, sin right], the feet half a cycle apart.
     const phase = Array.from(obs.slice(99));
-    [1, -1, 0, 0].forEach((v, i) => close(phase[i]!, v, 1e-12, `phase[${i}]`));
+    for (const [i, v] of [1, -1, 0, 0].entries()) close(phase[i]!, v, 1e-12, `phase[${i}]`);
   });
 
   it('carries the previous action and the phase before its advance, as upstream', () => {
@@ -82,7 +84,7 @@ describe('G1 environment (CPU twin)', () => {
     };
     const [a, b, c] = [run(5), run(5), run(6)];
     assert.equal(a.length, b.length);
-    a.forEach((x, i) => close(x, b[i]!, TOL, `trace[${i}]`));
+    for (const [i, x] of a.entries()) close(x, b[i]!, TOL, `trace[${i}]`);
     assert.notDeepEqual(a.slice(0, 103), c.slice(0, 103));
     for (const x of a) assert.ok(Number.isFinite(x));
   });
