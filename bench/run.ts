@@ -32,6 +32,8 @@
  *   frames, each drop rule's recall and the good clips dropped against the generator's truth,
  *   cutting and scoring speed per core, and a stricter threshold's rerun (about three minutes;
  *   skip with --skip-video-pipeline).
+ * - The humanoid's CPU twin on one core: the G1's compile time, MuJoCo's physics steps per second
+ *   (reference 10-12k) and the environment's control steps per second (ten seconds).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -63,6 +65,7 @@ import { describeRefinery, measureRefinery } from './refinery.ts';
 import { describeRefineryPipeline, measureRefineryPipeline } from './refinery-pipeline.ts';
 import { describeSaePipeline, measureSaePipeline } from './sae-pipeline.ts';
 import { describeVideoPipeline, measureVideoPipeline } from './video-pipeline.ts';
+import { describeHumanoidPhysics, measureHumanoidPhysics } from './humanoid-physics.ts';
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const figures: Record<string, unknown> = {
@@ -357,6 +360,9 @@ figures.moleculePool = pool;
 console.log(
   `molecule pool (RDKit WebAssembly, one core): ${pool.molecules} molecules from ${pool.candidates} candidates in ${pool.seconds.toFixed(1)} s; skipped ${JSON.stringify(pool.skipped)}`,
 );
+const humanoid = await measureHumanoidPhysics();
+figures.humanoidPhysics = humanoid;
+console.log(describeHumanoidPhysics(humanoid));
 const oracle = await measureOracle();
 figures.oracle = oracle;
 console.log(describeOracle(oracle));
