@@ -36,7 +36,7 @@ export interface VideoPipelineFigures {
   readonly rules: readonly { readonly rule: string; readonly madeFor: number; readonly droppedByRule: number; readonly recall: number | null }[];
   readonly goodClips: number;
   readonly goodDropped: number;
-  readonly goodDroppedBy: Readonly<Record<string, number>>;
+  readonly goodDroppedBy: readonly { readonly rule: string; readonly count: number }[];
   readonly funnel: VideoFigures['funnel'];
   readonly throughput: VideoFigures['throughput'];
   readonly strict: { readonly minAesthetic: number; readonly seconds: number; readonly batchJobs: number; readonly kept: number; readonly share: number };
@@ -54,7 +54,7 @@ async function figuresOf(
       rules: { rule: string; madeFor: number; droppedByRule: number }[];
       goodClips: number;
       goodDropped: number;
-      goodDroppedBy?: Record<string, number>;
+      goodDroppedBy?: { rule: string; count: number }[];
     };
   }
 > {
@@ -91,7 +91,7 @@ export async function measureVideoPipeline(size: keyof typeof VIDEO_SIZES = 'smo
       rules: f.truth.rules.map((r) => ({ ...r, recall: r.madeFor ? r.droppedByRule / r.madeFor : null })),
       goodClips: f.truth.goodClips,
       goodDropped: f.truth.goodDropped,
-      goodDroppedBy: f.truth.goodDroppedBy ?? {},
+      goodDroppedBy: f.truth.goodDroppedBy ?? [],
       funnel: f.funnel,
       throughput: f.throughput,
       strict: { minAesthetic, seconds: seconds(strict), batchJobs: strict.stats.batchJobs, kept: s.funnel.kept, share: seconds(strict) / seconds(cold) },
@@ -120,11 +120,7 @@ export function describeVideoPipeline(v: VideoPipelineFigures): string {
         `    rule ${r.rule.padEnd(14)}: ${r.droppedByRule} of ${r.madeFor} made for it (${pct(r.recall)}; goal >= 90 %: ${goal(r.recall === null || r.recall >= 0.9)})`,
     ),
     `  good clips dropped: ${v.goodDropped} of ${v.goodClips} (${pct(goodShare)}; goal <= 5 %: ${goal(goodShare <= 0.05)})${
-      Object.keys(v.goodDroppedBy).length
-        ? `, by ${Object.entries(v.goodDroppedBy)
-            .map(([rule, n]) => `${rule} ${n}`)
-            .join(', ')}`
-        : ''
+      v.goodDroppedBy.length ? `, by ${v.goodDroppedBy.map((g) => `${g.rule} ${g.count}`).join(', ')}` : ''
     }`,
     `  cutting: ${cutSpeed.toFixed(1)}x real time per core (${t.cutVideoSeconds.toFixed(0)} s of video in ${(t.cutCpuSeconds ?? t.cutSeconds).toFixed(1)} CPU seconds of jobs, each on one core; goal >= 10x: ${goal(cutSpeed >= 10)}), ${(t.cutSpeed ?? 0).toFixed(1)}x per second of job wall time with the jobs sharing the cores; scoring: ${scoreSpeed.toFixed(1)}x (${t.scoredVideoSeconds.toFixed(0)} s in ${t.scoreSeconds.toFixed(1)} s)`,
     `  stricter aesthetic threshold (${v.strict.minAesthetic}): ${v.strict.seconds.toFixed(1)} s (${pct(v.strict.share)} of the cold run; goal <= 5 %: ${goal(v.strict.share <= 0.05)}), ${v.strict.batchJobs} Batch jobs (goal 0: ${goal(v.strict.batchJobs === 0)}), ${v.strict.kept} kept`,
