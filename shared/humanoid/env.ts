@@ -26,6 +26,11 @@ export interface EnvOptions {
   readonly randomReset?: boolean;
   /** A fixed command instead of sampled ones (replays); it must lie within COMMANDS. */
   readonly command?: Command;
+  /**
+   * Added to every step's reward while the episode goes on (times ctrlDt, like the terms). Not
+   * upstream's (0 there): a trainer that finds falling early pays under upstream's costs may set it.
+   */
+  readonly survivalBonus?: number;
 }
 
 export interface StepResult {
@@ -79,6 +84,7 @@ export class G1Env {
   private readonly pushes: boolean;
   private readonly randomReset: boolean;
   private readonly fixedCommand: Command | undefined;
+  private readonly survivalBonus: number;
   private readonly sensorAdr = {} as Record<Sensor, number>;
   private readonly keyQpos: Float64Array;
   readonly defaultPose: Float64Array;
@@ -111,6 +117,8 @@ export class G1Env {
     this.pushes = options.pushes ?? true;
     this.randomReset = options.randomReset ?? true;
     this.fixedCommand = options.command ? checkCommand(options.command) : undefined;
+    this.survivalBonus = options.survivalBonus ?? 0;
+    if (!Number.isFinite(this.survivalBonus) || this.survivalBonus < 0) throw new ConfigError('survivalBonus', this.survivalBonus, 'must be a number >= 0');
     if (model.nu !== ACTIONS.size || model.nq !== 7 + ACTIONS.size) {
       throw new ConfigError('model', `nu ${model.nu}, nq ${model.nq}`, `must have ${ACTIONS.size} actuators and a free base (nq ${7 + ACTIONS.size})`);
     }
@@ -248,6 +256,7 @@ export class G1Env {
     terms.termination = ended ? 1 : 0;
     let reward = 0;
     for (const term of Object.keys(REWARD_WEIGHTS) as RewardTerm[]) reward += REWARD_WEIGHTS[term] * terms[term];
+    if (!ended) reward += this.survivalBonus;
     reward *= TIMING.ctrlDt;
 
     // Upstream's bookkeeping after the reward.

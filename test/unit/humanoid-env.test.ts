@@ -89,6 +89,27 @@ describe('G1 environment (CPU twin)', () => {
     for (const x of a) assert.ok(Number.isFinite(x));
   });
 
+  it('adds a survival bonus while the episode goes on, and only then', () => {
+    const options = { noiseLevel: 0, pushes: false, randomReset: false, command: fixed };
+    const plain = new G1Env(sim, seededRandom(1), options);
+    plain.reset();
+    const plainRewards: number[] = [];
+    let ended = false;
+    for (let i = 0; i < 200 && !ended; i++) {
+      const r = plain.step(new Float64Array(29));
+      plainRewards.push(r.reward);
+      ended = r.done;
+    }
+    assert.ok(ended);
+    const bonus = new G1Env(sim, seededRandom(1), { ...options, survivalBonus: 5 });
+    bonus.reset();
+    for (const [i, reward] of plainRewards.entries()) {
+      const r = bonus.step(new Float64Array(29));
+      close(r.reward, reward + (r.done ? 0 : 5 * TIMING.ctrlDt), 1e-9, `step ${i}`);
+    }
+    assert.throws(() => new G1Env(sim, seededRandom(1), { survivalBonus: -1 }), /survivalBonus: must be a number >= 0 \(got -1\)/);
+  });
+
   it('ends an unstable step as an episode, its terms zero but termination', () => {
     const env = new G1Env(sim, seededRandom(1), { noiseLevel: 0, pushes: false, randomReset: false, command: fixed });
     env.reset();
