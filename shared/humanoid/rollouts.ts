@@ -10,6 +10,7 @@ import { Worker } from 'node:worker_threads';
 import { act, addObservation, emptyStats, type LinearPolicy, type ObservationStats } from './ars.ts';
 import { type EnvOptions, G1Env } from './env.ts';
 import type { G1Sim } from './model.ts';
+import { TIMING } from './task.ts';
 import { seededRandom } from '../random.ts';
 
 export interface RolloutRequest {
@@ -63,7 +64,7 @@ export function rollout(sim: G1Sim, request: RolloutRequest): RolloutResult {
     }
   }
   const distance = (qpos()[0]! - x0) * Math.cos(heading) + (qpos()[1]! - y0) * Math.sin(heading);
-  const seconds = steps * 0.02;
+  const seconds = steps * TIMING.ctrlDt;
   return { return: total, steps, ended, forwardSpeed: seconds > 0 && ended !== 'unstable' ? distance / seconds : 0, ...(stats ? { stats } : {}) };
 }
 

@@ -89,23 +89,21 @@ export async function sourcesStep(ctx: VideoStepContext, raw: unknown) {
   const versions = await pMap(listed.accepted, (s) => (s.uri.startsWith('s3://') && !s.sha256 ? objectVersion(s.uri) : Promise.resolve(null)), {
     concurrency: 16,
   });
-  const accepted = listed.accepted.filter((_, i) => versions[i] !== 'missing');
+  const found = listed.accepted.map((source, i) => ({ source, version: versions[i]! })).filter((f) => f.version !== 'missing');
+  const accepted = found.map((f) => f.source);
   const refused = [
     ...listed.refused,
     ...listed.accepted
       .filter((_, i) => versions[i] === 'missing')
       .map((s) => ({ index: s.index, id: s.id, field: `sources[${s.index}].uri`, reason: `${s.uri}: no such object` })),
   ].sort((a, b) => a.index - b.index);
-  const checked = { accepted, refused };
-  const document: SourcesDocument = { format: SOURCES_FORMAT, ...checked };
+  const document: SourcesDocument = { format: SOURCES_FORMAT, accepted, refused };
   const sources = await writeJson(ctx, 'sources', document);
   // The Map's items: what a child run needs, no licence text.
   const items = await writeJson(
     ctx,
     'items',
-    listed.accepted
-      .map((s, i) => ({ index: s.index, id: s.id, uri: s.uri, sha256: s.sha256 ?? null, version: versions[i] ?? null }))
-      .filter((item) => item.version !== 'missing'),
+    found.map(({ source: s, version }) => ({ index: s.index, id: s.id, uri: s.uri, sha256: s.sha256 ?? null, version })),
   );
   const captioner = request.captioner === 'auto' ? ((await hasApiKey(ctx)) ? 'claude' : 'none') : request.captioner;
   return {
@@ -113,8 +111,8 @@ export async function sourcesStep(ctx: VideoStepContext, raw: unknown) {
     sourcesSha256: sources.sha256,
     itemsKey: items.Key,
     files: [{ uri: sources.uri, name: 'sources.json' }],
-    accepted: checked.accepted.length,
-    refused: checked.refused.length,
+    accepted: accepted.length,
+    refused: refused.length,
     captioner,
     s3Outputs: [s3Out(sources), s3Out(items)],
   };
