@@ -29,6 +29,7 @@ import { LocalRuntime } from './local/runtime.ts';
 import { PIPELINES, type PipelineEntry } from './registry.ts';
 import { REWARDS_PIPELINE } from '../pipelines/rewards/stack.ts';
 import { REFINERY_PIPELINE } from '../pipelines/refinery/stack.ts';
+import { HUMANOID_PIPELINE } from '../pipelines/humanoid/stack.ts';
 import { writeFile } from '#shared/documents.ts';
 import { labelFileKey } from '#shared/refinery/label-step.ts';
 import { parseLabelsFile } from '#shared/refinery/labels.ts';
@@ -51,6 +52,7 @@ const USAGE = `usage:
   frontier run [pipeline] [--smoke|--full|--size NAME] [--config FILE|JSON] [--name NAME] [--target local|aws] [--verbose]
   frontier run rewards --reward-file FILE.py [--reward-file ...]   (evaluate reward functions without Claude)
   frontier run refinery --labels-file FILE.jsonl   (quality labels {id, score, reason?} instead of Claude's)
+  frontier run humanoid --checkpoint s3://.../checkpoint.json   (continue a run's training; publishes nothing)
   frontier runs [pipeline] [--target local|aws]
   frontier artifacts list [NAME]
   frontier artifacts show NAME[@VERSION]
@@ -124,6 +126,13 @@ function withLabelsFile(
   };
 }
 
+/** `--checkpoint URI` for the humanoid: the run continues that checkpoint's training and publishes nothing. */
+function withCheckpoint(config: Record<string, unknown>, entry: PipelineEntry, checkpoint: string | undefined): Record<string, unknown> {
+  if (checkpoint === undefined) return config;
+  if (entry.name !== HUMANOID_PIPELINE) throw new ConfigError('--checkpoint', checkpoint, `is for the ${HUMANOID_PIPELINE} pipeline`);
+  return parseOrThrow(entry.config, { ...config, checkpoint }, 'config') as Record<string, unknown>;
+}
+
 /** Locally, the refinery asks Claude for labels only with a key; without one it says what to do instead. */
 function requireClaudeOrLabels(config: Record<string, unknown>, env: NodeJS.ProcessEnv): void {
   const labels = (config.labels ?? {}) as { fileSha256?: unknown };
@@ -167,6 +176,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
         benchmarks: { type: 'string' },
         'reward-file': { type: 'string', multiple: true },
         'labels-file': { type: 'string' },
+        checkpoint: { type: 'string' },
         'dry-run': { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
@@ -201,7 +211,10 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
           throw new ConfigError('--labels-file', labelsFile, `is for the ${REFINERY_PIPELINE} pipeline`);
         const withRewards = withRewardFiles(resolveConfig(entry, { full: values.full, size: values.size, config: values.config }), entry, rewardFiles);
         const withLabels = withLabelsFile(withRewards.config, entry, labelsFile);
-        const config = withLabels.config;
+        const config = withCheckpoint(withLabels.config, entry, values.checkpoint);
+        if (entry.name === HUMANOID_PIPELINE && values.target !== 'aws' && config.trainer === 'ppo') {
+          throw new ConfigError('trainer', 'ppo', 'Brax PPO over MuJoCo MJX runs on the GPU queue on AWS only (--target aws); locally the trainer is ars');
+        }
         const upload = withRewards.upload ?? withLabels.upload;
         if (entry.name === REWARDS_PIPELINE && values.target !== 'aws') requireClaudeOrFiles(config, process.env);
         if (entry.name === REFINERY_PIPELINE && values.target !== 'aws') requireClaudeOrLabels(config, process.env);

@@ -25,6 +25,8 @@ import { SAE_PIPELINE, SaeStack } from '../pipelines/sae/stack.ts';
 import { SAE_SIZES, SaeConfig } from '../pipelines/sae/config.ts';
 import { VIDEO_PIPELINE, VideoStack } from '../pipelines/video/stack.ts';
 import { VIDEO_SIZES, VideoConfig } from '../pipelines/video/config.ts';
+import { HUMANOID_PIPELINE, HumanoidStack } from '../pipelines/humanoid/stack.ts';
+import { HUMANOID_SIZES, HumanoidConfig } from '../pipelines/humanoid/config.ts';
 
 export interface PipelineEntry {
   /** Name used by the CLI and in S3 prefixes. */
@@ -138,6 +140,18 @@ export const PIPELINES: readonly PipelineEntry[] = [
     afterRun:
       'report: npx frontier artifacts show video-report (report.html); the clips: npx frontier artifacts show video-clips (clips.jsonl, ATTRIBUTION.txt); a stricter threshold reruns no Batch job: --config \'{"curate":{"minAesthetic":6}}\'',
     create: (scope, id, props) => new VideoStack(scope, id, props),
+  },
+  {
+    name: HUMANOID_PIPELINE,
+    stackId: 'HumanoidLocomotion',
+    description: 'Humanoid locomotion: the Unitree G1 trained by ARS on CPU (or Brax PPO over MJX on GPU), every checkpoint replayed and filmed as it lands',
+    config: HumanoidConfig,
+    smoke: HUMANOID_SIZES.smoke,
+    full: HUMANOID_SIZES.full,
+    sizes: HUMANOID_SIZES,
+    afterRun:
+      'report: npx frontier artifacts show g1-run-policy (report.html, policy.onnx, film-*.mp4); continue training without publishing: npx frontier run humanoid --checkpoint s3://.../checkpoint.json',
+    create: (scope, id, props) => new HumanoidStack(scope, id, props),
   },
   {
     // The platform's probe: a fixture using every step kind. Deploying it verifies an account's

@@ -13,7 +13,13 @@ import { pathToFileURL } from 'node:url';
  * Writes outDir/main.mjs from jobDir/main.ts; returns its path. `banner` is prepended (e.g. a
  * `require` for CommonJS dependencies, which an ES module bundle has not).
  */
-export async function bundleNodeJob(options: { readonly jobDir: string; readonly outDir: string; readonly banner: string }): Promise<string> {
+export async function bundleNodeJob(options: {
+  readonly jobDir: string;
+  readonly outDir: string;
+  readonly banner: string;
+  /** Packages left out of the bundle (native modules), shipped beside it in node_modules/. */
+  readonly external?: string[];
+}): Promise<string> {
   mkdirSync(options.outDir, { recursive: true });
   const outfile = join(options.outDir, 'main.mjs');
   await build({
@@ -27,6 +33,7 @@ export async function bundleNodeJob(options: { readonly jobDir: string; readonly
     banner: { js: options.banner },
     // Named errors keep their class names (the job's result.json reports error.name).
     keepNames: true,
+    external: options.external ?? [],
     logLevel: 'warning',
   });
   return outfile;

@@ -50,6 +50,11 @@ export interface BatchJobProps {
    * every file the entry bundles (shared/ included) and the job folder. Default: a Python job.
    */
   readonly entry?: string;
+  /**
+   * A Node job's native packages (e.g. onnxruntime-node): left out of its bundle, shipped beside
+   * it by its build.ts, and counted in its code version by package version. Default: none.
+   */
+  readonly nativePackages?: readonly string[];
   /** GPUs per job; 0 runs on the Fargate (CPU) queue. Default: 0. */
   readonly gpus?: number;
   /** vCPUs per job. Default: 2 (CPU) or 4 (GPU). */
@@ -155,7 +160,8 @@ export class BatchJob extends Construct {
     this.attempts = attempts;
     this.worstCaseSeconds = this.timeoutSeconds * attempts;
     this.sandboxOutputs = props.sandbox ? [...props.sandbox.outputs] : undefined;
-    this.codeVersion = props.entry === undefined ? jobCodeVersion(jobDir, props.salt) : nodeJobCodeVersion(jobDir, join(jobDir, props.entry), props.salt);
+    this.codeVersion =
+      props.entry === undefined ? jobCodeVersion(jobDir, props.salt) : nodeJobCodeVersion(jobDir, join(jobDir, props.entry), props.salt, props.nativePackages);
     const baseCommand = props.entry === undefined ? (props.command ?? ['python3', 'main.py']) : [...NODE_JOB_COMMAND];
     // A sandboxed job's container starts the stager, which runs the job's own command.
     const command = props.sandbox

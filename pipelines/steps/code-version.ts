@@ -80,9 +80,9 @@ export function jobCodeVersion(jobDir: string, salt?: string): CodeVersion {
  * Code version of a Node Batch job: what its entry bundles (as for a handler) plus every file in
  * its folder (the Dockerfile, the build script). batch-jobs/common is Python and not part of it.
  */
-export function nodeJobCodeVersion(jobDir: string, entry: string, salt?: string): CodeVersion {
-  return memoized(`node-job:${jobDir}:${entry}:${salt ?? ''}`, () =>
-    fromComponents({ ...handlerCodeVersion(entry).components, ...folderComponents([jobDir]) }, salt),
+export function nodeJobCodeVersion(jobDir: string, entry: string, salt?: string, externals: readonly string[] = []): CodeVersion {
+  return memoized(`node-job:${jobDir}:${entry}:${salt ?? ''}:${externals.join(',')}`, () =>
+    fromComponents({ ...handlerCodeVersion(entry, undefined, externals).components, ...folderComponents([jobDir]) }, salt),
   );
 }
 

@@ -10,8 +10,12 @@
  * the standard deviation of those 2b returns. Observations are normalised by the running mean and
  * standard deviation of every state seen so far (the paper's V2), updated after each iteration.
  *
- * The policy: action = tanh(M (obs - mean) / std), in (-1, 1) as upstream's tanh-normal policy's
- * mean action, so the ONNX export is a MatMul and a Tanh behind the normalisation.
+ * The policy: action = tanh(M [(obs - mean) / std; 1]), in (-1, 1) as upstream's tanh-normal
+ * policy's mean action, so the ONNX export is a MatMul, an Add and a Tanh behind the
+ * normalisation. The constant input (a bias per action) is not the paper's: position targets
+ * around the keyframe sag under the robot's weight (the knees' kp 75 against some 17 N m each),
+ * and without a bias no linear map of normalised observations (mean 0) can hold a steady offset,
+ * so every policy near zero crouches and falls within 1.5 s.
  *
  * Defaults follow the ARS paper's Humanoid-v1 settings where a small machine allows (step size
  * 0.02, noise 0.0075; N = b = 230 there, on 48 cores), with N set by the config.
@@ -26,7 +30,10 @@ export function gaussian(random: Random): number {
   return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * random());
 }
 
-/** The policy's parameters: weights (actions x observations, row-major) and the normaliser. */
+/**
+ * The policy's parameters: weights (actions x (observations + 1), row-major, each row's last
+ * entry the action's bias) and the normaliser.
+ */
 export interface LinearPolicy {
   readonly observationSize: number;
   readonly actionSize: number;
@@ -35,22 +42,27 @@ export interface LinearPolicy {
   readonly std: Float64Array;
 }
 
+/** Weights of a policy: a row of observations plus a bias per action. */
+export function weightCount(observationSize: number, actionSize: number): number {
+  return (observationSize + 1) * actionSize;
+}
+
 export function zeroPolicy(observationSize: number, actionSize: number): LinearPolicy {
   return {
     observationSize,
     actionSize,
-    weights: new Float64Array(observationSize * actionSize),
+    weights: new Float64Array(weightCount(observationSize, actionSize)),
     mean: new Float64Array(observationSize),
     std: new Float64Array(observationSize).fill(1),
   };
 }
 
-/** action = tanh(weights (obs - mean) / std), written into `out`. */
+/** action = tanh(weights [(obs - mean) / std; 1]), written into `out`. */
 export function act(policy: LinearPolicy, weights: Float64Array, observation: Float64Array, out: Float64Array): Float64Array {
   const { observationSize: n, actionSize: m, mean, std } = policy;
   for (let i = 0; i < m; i++) {
-    let sum = 0;
-    const row = i * n;
+    const row = i * (n + 1);
+    let sum = weights[row + n]!;
     for (let j = 0; j < n; j++) sum += weights[row + j]! * ((observation[j]! - mean[j]!) / std[j]!);
     out[i] = Math.tanh(sum);
   }

@@ -1,7 +1,7 @@
 /**
  * A linear policy (ars.ts) as an ONNX model, the format every policy of this pipeline crosses in,
  * whichever trainer made it: input `observation` (float32, batch x 103), output `action` (batch x
- * 29) = tanh(((observation - mean) / std) W^T). Encoded with onnx-proto (ONNX's protobuf schema),
+ * 29) = tanh(((observation - mean) / std) W^T + b). Encoded with onnx-proto (ONNX's protobuf schema),
  * opset 13, and read back by onnxruntime-node like any exported policy.
  */
 import onnxProto from 'onnx-proto';
@@ -32,16 +32,21 @@ export function linearPolicyOnnx(policy: LinearPolicy, docString = 'G1 joystick 
   const { observationSize: n, actionSize: m } = policy;
   // W^T, observations x actions, so that a row of observations times it gives a row of actions.
   const transposed = new Float64Array(n * m);
-  for (let i = 0; i < m; i++) for (let j = 0; j < n; j++) transposed[j * m + i] = policy.weights[i * n + j]!;
+  const bias = new Float64Array(m);
+  for (let i = 0; i < m; i++) {
+    for (let j = 0; j < n; j++) transposed[j * m + i] = policy.weights[i * (n + 1) + j]!;
+    bias[i] = policy.weights[i * (n + 1) + n]!;
+  }
   const graph = onnx.GraphProto.create({
     name: 'linear_policy',
     node: [
       onnx.NodeProto.create({ opType: 'Sub', input: [POLICY_INPUT, 'mean'], output: ['centred'] }),
       onnx.NodeProto.create({ opType: 'Div', input: ['centred', 'std'], output: ['normalised'] }),
-      onnx.NodeProto.create({ opType: 'MatMul', input: ['normalised', 'weights'], output: ['linear'] }),
+      onnx.NodeProto.create({ opType: 'MatMul', input: ['normalised', 'weights'], output: ['product'] }),
+      onnx.NodeProto.create({ opType: 'Add', input: ['product', 'bias'], output: ['linear'] }),
       onnx.NodeProto.create({ opType: 'Tanh', input: ['linear'], output: [POLICY_OUTPUT] }),
     ],
-    initializer: [tensor('mean', [n], policy.mean), tensor('std', [n], policy.std), tensor('weights', [n, m], transposed)],
+    initializer: [tensor('mean', [n], policy.mean), tensor('std', [n], policy.std), tensor('weights', [n, m], transposed), tensor('bias', [m], bias)],
     input: [valueInfo(POLICY_INPUT, ['batch', n])],
     output: [valueInfo(POLICY_OUTPUT, ['batch', m])],
   });

@@ -6,10 +6,10 @@
  */
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import { type MessagePort, Worker } from 'node:worker_threads';
 import { act, addObservation, emptyStats, type LinearPolicy, type ObservationStats } from './ars.ts';
 import { type EnvOptions, G1Env } from './env.ts';
-import type { G1Sim } from './model.ts';
+import { compileG1, type G1Sim } from './model.ts';
 import { TIMING } from './task.ts';
 import { seededRandom } from '../random.ts';
 
@@ -68,8 +68,19 @@ export function rollout(sim: G1Sim, request: RolloutRequest): RolloutResult {
   return { return: total, steps, ended, forwardSpeed: seconds > 0 && ended !== 'unstable' ? distance / seconds : 0, ...(stats ? { stats } : {}) };
 }
 
+/** A worker's loop: compiles the G1 once, then runs each rollout it is sent. */
+export async function serveRollouts(port: MessagePort): Promise<void> {
+  const sim = await compileG1({ timestep: TIMING.simDt });
+  port.on('message', (request: RolloutRequest) => {
+    try {
+      port.postMessage({ result: rollout(sim, request) });
+    } catch (error) {
+      port.postMessage({ error: error instanceof Error ? `${error.name}: ${error.message}` : String(error) });
+    }
+  });
+}
+
 const WORKER = fileURLToPath(new URL('./rollout-worker.ts', import.meta.url));
-const TSX = import.meta.resolve('tsx');
 
 /** Worker threads, each with its own model, running rollouts as they come. */
 export class RolloutPool {
@@ -79,9 +90,16 @@ export class RolloutPool {
   private readonly pending = new Map<Worker, { resolve(r: RolloutResult): void; reject(e: Error): void }>();
   private closed = false;
 
-  constructor(readonly size = availableParallelism()) {
+  /**
+   * `size` workers, each running `script` (default: rollout-worker.ts under tsx). A bundled job
+   * passes its own module, which serves rollouts (serveRollouts) when it is not the main thread.
+   */
+  constructor(
+    readonly size = availableParallelism(),
+    script: { readonly url: string | URL; readonly execArgv?: string[] } = { url: WORKER, execArgv: ['--import', import.meta.resolve('tsx')] },
+  ) {
     for (let i = 0; i < size; i++) {
-      const worker = new Worker(WORKER, { execArgv: ['--import', TSX] });
+      const worker = new Worker(script.url, script.execArgv ? { execArgv: script.execArgv } : {});
       worker.on('message', (message: { result?: RolloutResult; error?: string }) => {
         const job = this.pending.get(worker);
         this.pending.delete(worker);

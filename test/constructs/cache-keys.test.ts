@@ -26,6 +26,7 @@ const CACHED: Record<string, string[]> = {
   refinery: ['curate', 'dedup', 'filter-shard', 'ingest', 'label', 'publish', 'report', 'score-shard', 'train'],
   sae: ['contexts', 'detect', 'harvest', 'label', 'lm', 'publish', 'publish-lm', 'report', 'train-sae'],
   video: ['cut', 'fetch', 'generate', 'publish', 'publish-report', 'publish-sources', 'score'],
+  humanoid: ['live-replay', 'publish', 'publish-checkpoints', 'replay', 'train', 'train-gpu'],
   probe: ['prepare', 'publish', 'square-item', 'sum'],
 };
 

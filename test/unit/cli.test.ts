@@ -29,7 +29,7 @@ describe('cli: errors', () => {
   it('an unknown pipeline names it and lists the known ones', async () => {
     const c = capture();
     assert.equal(await main(['run', 'nope'], c.io), 1);
-    assert.match(c.text(), /unknown pipeline "nope"; known pipelines: selfplay, evals, lm-sft, molecules, rewards, refinery, sae, video, probe/);
+    assert.match(c.text(), /unknown pipeline "nope"; known pipelines: selfplay, evals, lm-sft, molecules, rewards, refinery, sae, video, humanoid, probe/);
   });
 
   it('reward search without an Anthropic key says so and offers reward files; reward files are checked', async () => {

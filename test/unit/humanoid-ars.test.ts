@@ -87,9 +87,10 @@ describe('ARS', () => {
     assert.ok(Math.abs(std[0]! - Math.sqrt(8 / 3)) < 1e-12);
     assert.equal(std[1], 1, 'a constant component keeps std 1');
     const policy = { ...zeroPolicy(2, 1), mean, std };
-    policy.weights.set([2, 7]);
+    // Weights [2, 7] and a bias of 0.5: one std above the mean, and a constant component at its mean.
+    policy.weights.set([2, 7, 0.5]);
     const out = act(policy, policy.weights, new Float64Array([3 + std[0]!, 5]), new Float64Array(1));
-    assert.ok(Math.abs(out[0]! - Math.tanh(2)) < 1e-12);
+    assert.ok(Math.abs(out[0]! - Math.tanh(2.5)) < 1e-12);
   });
 
   it('finds the maximum of a known objective', () => {
