@@ -34,6 +34,9 @@
  *   skip with --skip-video-pipeline).
  * - The humanoid's CPU twin on one core: the G1's compile time, MuJoCo's physics steps per second
  *   (reference 10-12k) and the environment's control steps per second (ten seconds).
+ * - The humanoid pipeline at the smoke size: the CPU trainer's environment steps per second on
+ *   every core, its first evaluation against its last, the final policy's replays and a replay
+ *   with its film in seconds (skip with --skip-humanoid-pipeline).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -66,6 +69,7 @@ import { describeRefineryPipeline, measureRefineryPipeline } from './refinery-pi
 import { describeSaePipeline, measureSaePipeline } from './sae-pipeline.ts';
 import { describeVideoPipeline, measureVideoPipeline } from './video-pipeline.ts';
 import { describeHumanoidPhysics, measureHumanoidPhysics } from './humanoid-physics.ts';
+import { describeHumanoidPipeline, measureHumanoidPipeline } from './humanoid-pipeline.ts';
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const figures: Record<string, unknown> = {
@@ -390,6 +394,11 @@ if (!process.argv.includes('--skip-video-pipeline')) {
   const video = await measureVideoPipeline('smoke');
   figures.videoPipeline = video;
   console.log(describeVideoPipeline(video));
+}
+if (!process.argv.includes('--skip-humanoid-pipeline')) {
+  const humanoidPipeline = await measureHumanoidPipeline('smoke');
+  figures.humanoidPipeline = humanoidPipeline;
+  console.log(describeHumanoidPipeline(humanoidPipeline));
 }
 if (!process.argv.includes('--skip-league')) await leagueRerun();
 if (!process.argv.includes('--skip-discovery')) {

@@ -47,10 +47,16 @@ export const HumanoidConfig = z
         /** The best directions kept (b). */
         topDirections: count(1, 1_024).default(16),
         stepSize: z.number().positive().max(10).default(0.02),
-        noise: z.number().positive().max(10).default(0.03),
+        noise: z.number().positive().max(10).default(0.0075),
         rolloutSteps: count(1, TIMING.episodeSteps).default(500),
         evaluations: count(1, 64).default(4),
         checkpointEvery: count(1, 100_000).default(25),
+        /**
+         * Iterations whose states update the observation normaliser, after which it holds (null:
+         * every iteration, the paper's V2). 1: measured here, a normaliser that kept moving undid
+         * the updates of 32 directions.
+         */
+        normaliserIterations: count(1, 100_000).nullable().default(1),
         /** Rollout threads; null: one per core of the job. */
         workers: count(1, 64).nullable().default(null),
         /** The job's vCPUs on AWS (the CPU queue). */

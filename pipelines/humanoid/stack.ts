@@ -195,6 +195,7 @@ export class HumanoidStack extends PipelineStack {
             'rolloutSteps.$': '{inputs}.ars.rolloutSteps',
             'evaluations.$': '{inputs}.ars.evaluations',
             'checkpointEvery.$': '{inputs}.ars.checkpointEvery',
+            'normaliserIterations.$': '{inputs}.ars.normaliserIterations',
           },
           'env.$': '{inputs}.env',
         },
@@ -213,6 +214,7 @@ export class HumanoidStack extends PipelineStack {
           'rolloutSteps.$': '$.config.ars.rolloutSteps',
           'evaluations.$': '$.config.ars.evaluations',
           'checkpointEvery.$': '$.config.ars.checkpointEvery',
+          'normaliserIterations.$': '$.config.ars.normaliserIterations',
         },
         env: {
           'noiseLevel.$': '$.config.env.noiseLevel',

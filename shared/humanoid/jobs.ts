@@ -49,6 +49,8 @@ export const ArsSettings = z
     /** Held-out rollouts of each iteration's policy, for the curve. */
     evaluations: z.int().min(1).max(64),
     checkpointEvery: z.int().min(1).max(100_000),
+    /** Iterations whose states update the normaliser (null: all of them). */
+    normaliserIterations: z.int().min(1).max(100_000).nullable(),
   })
   .strict()
   .superRefine((s, ctx) => {
@@ -237,6 +239,7 @@ export async function runTrain(raw: unknown, ctx: JobContext, pool: RolloutPool)
     state,
     {
       ...spec.ars,
+      normaliserIterations: spec.ars.normaliserIterations ?? undefined,
       seed: spec.seed,
       env: {
         noiseLevel: env.noiseLevel,

@@ -39,7 +39,17 @@ const spec = (run: string, iterations: number, resume: string | null = null): Tr
   seed: 3,
   resume,
   workers: 2,
-  ars: { iterations, directions: 2, topDirections: 1, stepSize: 0.02, noise: 0.03, rolloutSteps: 15, evaluations: 1, checkpointEvery: 1 },
+  ars: {
+    iterations,
+    directions: 2,
+    topDirections: 1,
+    stepSize: 0.02,
+    noise: 0.03,
+    rolloutSteps: 15,
+    evaluations: 1,
+    checkpointEvery: 1,
+    normaliserIterations: 2,
+  },
   env: { noiseLevel: 1, pushes: true, randomReset: true, survivalBonus: 0, command: null },
 });
 const ctx = (name: string) => jobContext(`s3://${BUCKET}/runs/humanoid/test/${name}/output/`);
