@@ -33,6 +33,19 @@ export interface EnvOptions {
   readonly survivalBonus?: number;
 }
 
+/** What G1Env.snapshot returns: qpos (36), qvel (35) and upstream's `info` fields. */
+export interface EnvSnapshot {
+  readonly qpos: readonly number[];
+  readonly qvel: readonly number[];
+  readonly command: readonly number[];
+  readonly phase: readonly number[];
+  readonly phaseDt: number;
+  readonly stepCount: number;
+  readonly lastAction: readonly number[];
+  readonly feetAirTime: readonly number[];
+  readonly lastContact: readonly boolean[];
+}
+
 export interface StepResult {
   readonly observation: Float64Array;
   readonly reward: number;
@@ -196,6 +209,44 @@ export class G1Env {
     this.lastAction = new Float64Array(ACTIONS.size);
     this.feetAirTime = [0, 0];
     this.lastContact = [false, false];
+    return this.observe();
+  }
+
+  /** The simulation's state and upstream's `info` between steps: what a test vector starts from. */
+  snapshot(): EnvSnapshot {
+    const { data } = this.sim;
+    return {
+      qpos: Array.from(data.qpos as Float64Array),
+      qvel: Array.from(data.qvel as Float64Array),
+      command: [...this.command],
+      phase: [...this.phase],
+      phaseDt: this.phaseDt,
+      stepCount: this.stepCount,
+      lastAction: Array.from(this.lastAction),
+      feetAirTime: [...this.feetAirTime],
+      lastContact: [...this.lastContact],
+    };
+  }
+
+  /**
+   * Starts from a snapshot in fresh data (solver warm start zero, as a new MJX state has): the
+   * same step from the same snapshot is what both implementations compute. Pushes are off after it.
+   */
+  restore(s: EnvSnapshot): Float64Array {
+    const { mujoco, model, data } = this.sim;
+    mujoco.mj_resetData(model, data);
+    (data.qpos as Float64Array).set(s.qpos);
+    (data.qvel as Float64Array).set(s.qvel);
+    mujoco.mj_forward(model, data);
+    this.command = [s.command[0]!, s.command[1]!, s.command[2]!];
+    this.phase = [s.phase[0]!, s.phase[1]!];
+    this.phaseDt = s.phaseDt;
+    this.stepCount = s.stepCount;
+    this.pushStep = 0;
+    this.pushIntervalSteps = Number.MAX_SAFE_INTEGER;
+    this.lastAction = Float64Array.from(s.lastAction);
+    this.feetAirTime = [s.feetAirTime[0]!, s.feetAirTime[1]!];
+    this.lastContact = [s.lastContact[0]!, s.lastContact[1]!];
     return this.observe();
   }
 
