@@ -10,6 +10,19 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 /**
+ * A banner for a bundle with CommonJS-minded dependencies (emscripten loaders, native modules):
+ * `require`, `__filename` and `__dirname`, which an ES module has not, defined for main.mjs.
+ */
+export const COMMONJS_BANNER = [
+  "import { createRequire as __createRequire } from 'node:module';",
+  "import { fileURLToPath as __fileURLToPath } from 'node:url';",
+  "import { dirname as __pathDirname } from 'node:path';",
+  'const require = __createRequire(import.meta.url);',
+  'const __filename = __fileURLToPath(import.meta.url);',
+  'const __dirname = __pathDirname(__filename);',
+].join('\n');
+
+/**
  * Writes outDir/main.mjs from jobDir/main.ts; returns its path. `banner` is prepended (e.g. a
  * `require` for CommonJS dependencies, which an ES module bundle has not).
  */

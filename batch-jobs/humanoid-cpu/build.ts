@@ -8,25 +8,14 @@
 import { cpSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { bundleFromCommandLine, bundleNodeJob } from '#shared/job-bundle.ts';
+import { bundleFromCommandLine, bundleNodeJob, COMMONJS_BANNER } from '#shared/job-bundle.ts';
 
 const JOB_DIR = dirname(fileURLToPath(import.meta.url));
 const REPO_ROOT = join(JOB_DIR, '..', '..');
 
-// mujoco-js's emscripten loader and onnxruntime-node are CommonJS-minded: the banner gives the
-// bundle a `require`, `__filename` and `__dirname`.
-const BANNER = [
-  "import { createRequire as __createRequire } from 'node:module';",
-  "import { fileURLToPath as __fileURLToPath } from 'node:url';",
-  "import { dirname as __pathDirname } from 'node:path';",
-  'const require = __createRequire(import.meta.url);',
-  'const __filename = __fileURLToPath(import.meta.url);',
-  'const __dirname = __pathDirname(__filename);',
-].join('\n');
-
 /** Writes outDir/main.mjs, outDir/g1/ and outDir/node_modules/onnxruntime-{node,common}; returns main.mjs's path. */
 export async function bundleHumanoidJob(outDir: string): Promise<string> {
-  const outfile = await bundleNodeJob({ jobDir: JOB_DIR, outDir, banner: BANNER, external: ['onnxruntime-node'] });
+  const outfile = await bundleNodeJob({ jobDir: JOB_DIR, outDir, banner: COMMONJS_BANNER, external: ['onnxruntime-node'] });
   cpSync(join(REPO_ROOT, 'shared', 'humanoid', 'g1'), join(outDir, 'g1'), { recursive: true });
   for (const p of ['onnxruntime-node', 'onnxruntime-common']) {
     cpSync(join(REPO_ROOT, 'node_modules', p), join(outDir, 'node_modules', p), { recursive: true });
