@@ -1,5 +1,5 @@
 /**
- * The shared test vectors (shared/humanoid/test-vectors.json): the CPU twin, regenerating them
+ * The shared test vectors (batch-jobs/humanoid-gpu/test-vectors.json): the CPU twin, regenerating them
  * now, gives the committed numbers (the GPU image checks its MJX environment against the same
  * file: batch-jobs/humanoid-gpu/test_vectors.py). Compared to 1e-6, not bit for bit: MuJoCo's
  * WebAssembly build is deterministic, but the file must survive a rounding change in a library.
