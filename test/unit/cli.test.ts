@@ -32,6 +32,18 @@ describe('cli: errors', () => {
     assert.match(c.text(), /unknown pipeline "nope"; known pipelines: selfplay, evals, lm-sft, molecules, rewards, refinery, sae, video, humanoid, probe/);
   });
 
+  it('--checkpoint is for the humanoid, must name a checkpoint.json, and PPO is refused locally, before anything runs', async () => {
+    const wrongPipeline = capture();
+    assert.equal(await main(['run', 'probe', '--checkpoint', 's3://b/runs/x/checkpoint.json'], wrongPipeline.io), 1);
+    assert.match(wrongPipeline.text(), /--checkpoint: is for the humanoid pipeline/);
+    const notACheckpoint = capture();
+    assert.equal(await main(['run', 'humanoid', '--checkpoint', 's3://b/runs/x/params.json'], notACheckpoint.io), 1);
+    assert.match(notACheckpoint.text(), /config\.checkpoint: must be the s3:\/\/ URI of a checkpoint's checkpoint\.json/);
+    const ppo = capture();
+    assert.equal(await main(['run', 'humanoid', '--full'], ppo.io), 1);
+    assert.match(ppo.text(), /trainer: Brax PPO over MuJoCo MJX runs on the GPU queue on AWS only \(--target aws\)/);
+  });
+
   it('reward search without an Anthropic key says so and offers reward files; reward files are checked', async () => {
     const key = process.env.ANTHROPIC_API_KEY;
     delete process.env.ANTHROPIC_API_KEY;
