@@ -68,12 +68,12 @@ export function checkpointFolder(run: string, step: number): string {
   return `${CHECKPOINTS_PREFIX}${run}/${String(step).padStart(12, '0')}/`;
 }
 
-/** Writes a checkpoint's files, then checkpoint.json; returns checkpoint.json's URI. */
+/** Writes a checkpoint's files, then checkpoint.json; returns checkpoint.json's URI and the sha256 of its bytes. */
 export async function writeCheckpoint(
   bucket: string,
   checkpoint: { trainer: CheckpointManifest['trainer']; run: string; step: number; history: readonly HistoryEntry[] },
   files: Readonly<Record<string, Uint8Array | string>>,
-): Promise<string> {
+): Promise<{ uri: string; sha256: string }> {
   const folder = checkpointFolder(checkpoint.run, checkpoint.step);
   const listed: CheckpointManifest['files'] = [];
   for (const [name, body] of Object.entries(files)) {
@@ -95,7 +95,9 @@ export async function writeCheckpoint(
     },
     'checkpoint',
   );
-  return (await writeFile(bucket, `${folder}${CHECKPOINT_FILE}`, JSON.stringify(manifest, null, 2), 'application/json')).uri;
+  const body = JSON.stringify(manifest, null, 2);
+  const written = await writeFile(bucket, `${folder}${CHECKPOINT_FILE}`, body, 'application/json');
+  return { uri: written.uri, sha256: sha256Hex(body) };
 }
 
 export interface ReadCheckpoint {

@@ -203,16 +203,17 @@ export async function runTrain(raw: unknown, ctx: JobContext, pool: RolloutPool)
   if (startedFrom) ({ state, history } = await stateFromCheckpoint(startedFrom, own ? 'checkpoint' : 'resume'));
   if (own) ctx.progress({ stage: 'train', resumedFrom: own, iteration: state.iteration });
   const checkpoints: string[] = [];
+  let lastSha256 = '';
   const offsetSeconds = history.at(-1)?.seconds ?? 0;
   let evaluationSteps = 0;
   const save = async (s: TrainState) => {
-    const uri = await writeCheckpoint(
+    const { uri, sha256 } = await writeCheckpoint(
       bucket,
       { trainer: 'ars', run: spec.run, step: s.steps, history },
       { [POLICY_FILE]: linearPolicyOnnx(s.policy), [ARS_PARAMS_FILE]: paramsOf(s, spec.seed) },
     );
     checkpoints.push(uri);
-    return uri;
+    lastSha256 = sha256;
   };
   const onIteration = async (s: TrainState, f: IterationFigures) => {
     evaluationSteps += f.meanStepsUpright * spec.ars.evaluations;
@@ -254,12 +255,11 @@ export async function runTrain(raw: unknown, ctx: JobContext, pool: RolloutPool)
   // Nothing left to train (resumed at or past `iterations`): the starting point is the result.
   if (checkpoints.length === 0) await save(final);
   const last = checkpoints.at(-1)!;
-  const read = await readCheckpoint(last);
   const seconds = (performance.now() - started) / 1000;
   const trained = final.steps - state.steps + evaluationSteps;
   return {
     checkpoint: last,
-    checkpointSha256: read.sha256,
+    checkpointSha256: lastSha256,
     steps: final.steps,
     iterations: final.iteration,
     checkpoints,

@@ -104,7 +104,7 @@ describe('humanoid locomotion (test size)', () => {
       where().bucket,
       { trainer: 'ars', run: 'not-a-policy', step: 0, history: [] },
       { 'policy.onnx': linearPolicyOnnx(zeroPolicy(50, 29)), 'params.json': '{}' },
-    );
+    ).then((w) => w.uri);
     await runtime.idle();
     const refused = await runtime.startExecution(HUMANOID_PIPELINE, { config: { ...more, checkpoint: wrong } }).done;
     assert.equal(refused.status, 'FAILED');

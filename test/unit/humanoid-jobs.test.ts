@@ -122,7 +122,7 @@ describe('humanoid CPU job: train', () => {
       BUCKET,
       { trainer: 'ppo', run: 'gpu-run', step: 1000, history: [] },
       { 'policy.onnx': linearPolicyOnnx(zeroPolicy(103, 29)), 'params.msgpack': new Uint8Array([1, 2, 3]) },
-    );
+    ).then((w) => w.uri);
     await assert.rejects(
       runTrain(spec('from-ppo', 2, ppo), ctx('from-ppo'), pool),
       (e: Error) => e.name === 'ConfigError' && /resume.*ppo checkpoint/.test(e.message),
@@ -157,7 +157,7 @@ describe('humanoid CPU job: replay', () => {
       BUCKET,
       { trainer: 'ars', run: 'wrong-shape', step: 0, history: [] },
       { 'policy.onnx': linearPolicyOnnx(zeroPolicy(50, 29)), 'params.json': '{}' },
-    );
+    ).then((w) => w.uri);
     await assert.rejects(
       runReplay({ stage: 'replay', checkpoint: wrong, command: { forward: 0.5, lateral: 0, yaw: 0 }, steps: 5, filmEvery: 1 }, ctx('wrong')),
       (e: Error) => e.name === 'ConfigError' && /policy\.onnx.*observations of 103/.test(e.message),
