@@ -152,11 +152,12 @@ class StagesTest(unittest.TestCase):
         # detection kept: the same cuts and clips, every clip's frames within a small difference.
         video = self.truth["videos"][0]
         name, fetched = video["name"], self.fetched[video["name"]]
-        with mock.patch.object(cut_job, "KEEP_FRAMES_BYTES", 0):
+        with mock.patch.object(cut_job, "KEEP_FRAMES_BYTES", 0), mock.patch.object(cut_job, "KEEP_IN_MEMORY_BYTES", 0):
             twice = run_stage(self.s3, f"cut-twice-{name}", {"stage": "cut", "videoUri": fetched["videoUri"], "sha256": fetched["sha256"],
                                                              "sourceId": name, "settings": {"preset": "ultrafast"}})
         once, again = self.documents[name], json.loads(read(self.s3, twice["clipsUri"]))
         self.assertEqual((once["timings"]["decodes"], again["timings"]["decodes"]), (1, 2))
+        self.assertEqual((once["keptFramesIn"], again["keptFramesIn"]), ("memory", None))
         self.assertEqual(once["cuts"], again["cuts"])
         self.assertEqual([(c["startFrame"], c["endFrame"]) for c in once["clips"]], [(c["startFrame"], c["endFrame"]) for c in again["clips"]])
         for a, b in zip(once["clips"][:2], again["clips"][:2]):
@@ -165,6 +166,20 @@ class StagesTest(unittest.TestCase):
             self.assertEqual(first.shape, second.shape)
             self.assertLess(float(np.abs(first - second).mean()), 1.0)
 
+
+    def test_frames_too_many_for_memory_are_kept_on_disk_with_the_same_clips(self) -> None:
+        # Between KEEP_IN_MEMORY_BYTES and KEEP_FRAMES_BYTES the kept frames go to a file in the work
+        # dir: one decode still, and byte for byte the clips the memory path made (same frames in,
+        # same deterministic single-threaded encoder).
+        video = self.truth["videos"][0]
+        name, fetched = video["name"], self.fetched[video["name"]]
+        with mock.patch.object(cut_job, "KEEP_IN_MEMORY_BYTES", 0):
+            on_disk = run_stage(self.s3, f"cut-disk-{name}", {"stage": "cut", "videoUri": fetched["videoUri"], "sha256": fetched["sha256"],
+                                                              "sourceId": name, "settings": {"preset": "ultrafast"}})
+        memory, disk = self.documents[name], json.loads(read(self.s3, on_disk["clipsUri"]))
+        self.assertEqual((disk["timings"]["decodes"], disk["keptFramesIn"]), (1, "disk"))
+        self.assertEqual(memory["cuts"], disk["cuts"])
+        self.assertEqual([c["sha256"] for c in memory["clips"]], [c["sha256"] for c in disk["clips"]])
 
 class UnusableSourcesTest(unittest.TestCase):
     """Every deterministic failure is a result naming the source's field, never an exception."""
