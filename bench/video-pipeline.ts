@@ -10,12 +10,14 @@
  *   and its Batch jobs (goal: none).
  * Run alone with `tsx bench/video-pipeline.ts [size]`, or call `measureVideoPipeline()`.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { pipelineNamed } from '#infra/cli/config.ts';
 import { type ExecutionRecord, LocalRuntime } from '#infra/local/runtime.ts';
+import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
 import { VIDEO_SIZES, VideoConfig } from '#pipelines/video/config.ts';
 import { VIDEO_PIPELINE } from '#pipelines/video/stack.ts';
 import { readObjectBytes } from '#shared/clients/aws.ts';
@@ -40,6 +42,39 @@ export interface VideoPipelineFigures {
   readonly funnel: VideoFigures['funnel'];
   readonly throughput: VideoFigures['throughput'];
   readonly strict: { readonly minAesthetic: number; readonly seconds: number; readonly batchJobs: number; readonly kept: number; readonly share: number };
+  /** The cut job's own code on the same generated set, one job at a time (measure.py). */
+  readonly alone: CutAlone | null;
+}
+
+/** What batch-jobs/video-cut/measure.py prints: the cut stage run alone, video after video. */
+export interface CutAlone {
+  readonly videoSeconds: number;
+  readonly detectSpeedCpu: number;
+  readonly encodeSpeedCpu: number;
+  readonly cutSpeedCpu: number;
+  readonly precision: number;
+  readonly recall: number;
+}
+
+/**
+ * The cut stage alone: measure.py generates the same set (same seed and count) and cuts it video
+ * after video in one process, over an in-memory S3, so each cut has a core to itself, as each
+ * Batch job has its vCPUs on AWS. In the pipeline run two jobs, the emulators and the state
+ * machine share this machine's cores, and each job's CPU seconds are inflated by that sharing.
+ */
+export function measureCutAlone(videos: number, seed: number): CutAlone | null {
+  const python = process.env.FRONTIER_PYTHON ?? '/usr/bin/python3';
+  const run = spawnSync(python, ['measure.py', String(videos), String(seed)], {
+    cwd: join(REPO_ROOT, 'batch-jobs', 'video-cut'),
+    env: { ...process.env, PYTHONPATH: join(REPO_ROOT, 'batch-jobs', 'common'), OMP_NUM_THREADS: '1' },
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  if (run.status !== 0) {
+    console.warn(`the cut stage alone (measure.py) failed: ${run.stderr?.slice(-2000)}`);
+    return null;
+  }
+  return JSON.parse(run.stdout) as CutAlone;
 }
 
 const seconds = (r: ExecutionRecord) => (Date.parse(r.stopDate!) - Date.parse(r.startDate)) / 1000;
@@ -95,6 +130,7 @@ export async function measureVideoPipeline(size: keyof typeof VIDEO_SIZES = 'smo
       funnel: f.funnel,
       throughput: f.throughput,
       strict: { minAesthetic, seconds: seconds(strict), batchJobs: strict.stats.batchJobs, kept: s.funnel.kept, share: seconds(strict) / seconds(cold) },
+      alone: config.sources.kind === 'generated' ? measureCutAlone(config.sources.videos, config.sources.seed) : null,
     };
   } finally {
     await runtime?.stop();
@@ -122,7 +158,10 @@ export function describeVideoPipeline(v: VideoPipelineFigures): string {
     `  good clips dropped: ${v.goodDropped} of ${v.goodClips} (${pct(goodShare)}; goal <= 5 %: ${goal(goodShare <= 0.05)})${
       v.goodDroppedBy.length ? `, by ${v.goodDroppedBy.map((g) => `${g.rule} ${g.count}`).join(', ')}` : ''
     }`,
-    `  cutting: ${cutSpeed.toFixed(1)}x real time per core (${t.cutVideoSeconds.toFixed(0)} s of video in ${(t.cutCpuSeconds ?? t.cutSeconds).toFixed(1)} CPU seconds of jobs, each on one core; goal >= 10x: ${goal(cutSpeed >= 10)}), ${(t.cutSpeed ?? 0).toFixed(1)}x per second of job wall time with the jobs sharing the cores; scoring: ${scoreSpeed.toFixed(1)}x (${t.scoredVideoSeconds.toFixed(0)} s in ${t.scoreSeconds.toFixed(1)} s)`,
+    `  cutting in the pipeline: ${cutSpeed.toFixed(1)}x real time per core (${t.cutVideoSeconds.toFixed(0)} s of video in ${(t.cutCpuSeconds ?? t.cutSeconds).toFixed(1)} CPU seconds of jobs, each on one core, two jobs and the emulators sharing the machine), ${(t.cutSpeed ?? 0).toFixed(1)}x per second of job wall time; scoring: ${scoreSpeed.toFixed(1)}x (${t.scoredVideoSeconds.toFixed(0)} s in ${t.scoreSeconds.toFixed(1)} s)`,
+    v.alone
+      ? `  cutting alone (the same job code, one video at a time on one core): ${v.alone.cutSpeedCpu.toFixed(1)}x real time per CPU second (detection ${v.alone.detectSpeedCpu.toFixed(1)}x, encoding ${v.alone.encodeSpeedCpu.toFixed(1)}x; ${v.alone.videoSeconds.toFixed(0)} s of video; goal >= 10x: ${goal(v.alone.cutSpeedCpu >= 10)})`
+      : '  cutting alone: not measured',
     `  stricter aesthetic threshold (${v.strict.minAesthetic}): ${v.strict.seconds.toFixed(1)} s (${pct(v.strict.share)} of the cold run; goal <= 5 %: ${goal(v.strict.share <= 0.05)}), ${v.strict.batchJobs} Batch jobs (goal 0: ${goal(v.strict.batchJobs === 0)}), ${v.strict.kept} kept`,
   ].join('\n');
 }

@@ -17,7 +17,8 @@ and ffmpeg's constant-rate output duplicated it) and so lost the last one; the s
 keeps every frame in place.
 
 The cut stage passes not the source but the frames its detection pass kept (clip_scale's frames,
-raw, in a NUT file, written by the same decode that scored them; main.py), so the source is
+raw, in a NUT file, written by the same decode that scored them; in memory up to
+main.KEEP_IN_MEMORY_BYTES, else on disk), so the source is
 decoded once in all: on those 12 videos encoding went from 12.7x to 17.9x real time per CPU
 second and the whole stage from 7.4x to 8.8x (detection 17.5x before, 17.2x after: writing the
 frames costs about what the faster colour conversion saved). A video whose frames would not fit
