@@ -4,6 +4,7 @@
  *
  *   frontier run [pipeline] [--smoke|--full|--size NAME] [--config FILE|JSON] [--name NAME] [--target local|aws] [--verbose]
  *   frontier runs [pipeline] [--target local|aws]
+ *   frontier runs show RUN
  *   frontier artifacts list [NAME] | artifacts show NAME[@VERSION]
  *   frontier approvals list
  *   frontier cache explain [pipeline] [STEP]
@@ -40,7 +41,7 @@ import { sha256Hex } from '#shared/json.ts';
 import { parseOrThrow } from '#shared/schema.ts';
 import { explainCache } from './cli/cache-explain.ts';
 import { pipelineNamed, resolveConfig } from './cli/config.ts';
-import { listApprovals, listArtifacts, listAwsRuns, listLocalRuns, showArtifact } from './cli/inspect.ts';
+import { listApprovals, listArtifacts, listAwsRuns, listLocalRuns, showArtifact, showLocalRun } from './cli/inspect.ts';
 import { processIo, type Io } from './cli/output.ts';
 import { runAws } from './cli/run-aws.ts';
 import { runLocal } from './cli/run-local.ts';
@@ -54,6 +55,7 @@ const USAGE = `usage:
   frontier run refinery --labels-file FILE.jsonl   (quality labels {id, score, reason?} instead of Claude's)
   frontier run humanoid --checkpoint s3://.../checkpoint.json   (continue a run's training; publishes nothing)
   frontier runs [pipeline] [--target local|aws]
+  frontier runs show RUN                (a local run: its counters and their cost on AWS)
   frontier artifacts list [NAME]
   frontier artifacts show NAME[@VERSION]
   frontier approvals list
@@ -226,6 +228,12 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
         return record.status === 'SUCCEEDED' ? 0 : 1;
       }
       case 'runs':
+        if (rest[0] === 'show') {
+          if (!rest[1]) throw new ConfigError('runs show', undefined, 'needs the RUN to show (its name, as `frontier runs` lists it)');
+          if (values.target === 'aws') throw new ConfigError('target', 'aws', '`runs show` reads local runs only for now');
+          showLocalRun(dataDir, rest[1], io);
+          return 0;
+        }
         if (values.target === 'aws') await listAwsRuns(pipelineNamed(rest[0]), io);
         else listLocalRuns(dataDir, rest[0] === undefined ? undefined : pipelineNamed(rest[0]).name, io);
         return 0;

@@ -3,6 +3,7 @@ import { ListExecutionsCommand, SFNClient } from '@aws-sdk/client-sfn';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { getArtifactVersion, lineageOf, listArtifactNames, listArtifactVersions, type LineageNode } from '#shared/artifacts.ts';
 import { dynamoClient } from '#shared/clients/aws.ts';
+import { costOf, formatUsd, usageOfStats } from '#shared/cost/usage.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { listExecutionRecords } from '../local/runtime.ts';
 import type { PipelineEntry } from '../registry.ts';
@@ -26,6 +27,35 @@ export function listLocalRuns(dataDir: string, pipeline: string | undefined, io:
     ['name', 'pipeline', 'status', 'started', 'seconds', 'lambdas', 'jobs', 'error'],
   ))
     io.out(line);
+}
+
+/**
+ * One local run's figures and their cost: state transitions, Lambda requests and billed
+ * duration, Batch job seconds by platform and size, priced with the dated table.
+ */
+export function showLocalRun(dataDir: string, run: string, io: Io): void {
+  const record = listExecutionRecords(dataDir).find((r) => r.name === run || r.executionArn === run);
+  if (!record) throw new ConfigError('RUN', run, `no local run of that name or ARN in ${dataDir} (\`frontier runs\` lists them)`);
+  const usage = usageOfStats(record.stats);
+  const cost = costOf(usage);
+  const seconds = record.stopDate ? ((Date.parse(record.stopDate) - Date.parse(record.startDate)) / 1000).toFixed(2) : 'running';
+  io.out(`${record.name} (${record.pipeline}): ${record.status}, ${seconds} s`);
+  io.out(`state transitions: ${usage.transitions}; Map items: ${record.stats.mapItemsDone} done, ${record.stats.mapItemsFailed} failed`);
+  io.out(`largest state: ${record.stats.largestState.bytes} bytes (${record.stats.largestState.name || '-'}; limit 262,144)`);
+  io.out(`Lambda: ${usage.lambda.invocations} invocations, ${usage.lambda.billedMs} ms billed, ${usage.lambda.gbSeconds.toFixed(3)} GB-s`);
+  io.out(`Batch: ${usage.batch.length} jobs, ${usage.batch.reduce((a, j) => a + j.seconds, 0).toFixed(1)} s`);
+  for (const line of table(
+    cost.lines.map((l) => ({
+      item: l.item,
+      quantity: Number.isInteger(l.quantity) ? l.quantity : l.quantity.toFixed(3),
+      unit: l.unit,
+      cost: formatUsd(l.lowUsd, l.highUsd),
+    })),
+    ['item', 'quantity', 'unit', 'cost'],
+  ))
+    io.out(line);
+  for (const u of cost.unpriced) io.out(`not priced: ${u}`);
+  io.out(`cost on AWS at these figures: ${formatUsd(cost.lowUsd, cost.highUsd)} (${cost.region} prices of ${cost.pricesAsOf}; free tiers not applied)`);
 }
 
 export async function listAwsRuns(entry: PipelineEntry, io: Io, sfn = new SFNClient({})): Promise<void> {

@@ -35,6 +35,14 @@ export interface LocalJobDefinition {
   readonly timeoutSeconds: number;
   /** Runs untrusted code: in the local sandbox, with its spec staged in and its outputs copied out. */
   readonly sandbox?: LocalSandbox;
+  /** What the job asks for on AWS (its resource requirements), for the cost model. */
+  readonly resources?: {
+    readonly platform: 'FARGATE' | 'EC2';
+    readonly vcpus: number;
+    readonly memoryMiB: number;
+    readonly gpus: number;
+    readonly instanceType?: string;
+  };
 }
 
 /**
@@ -107,14 +115,27 @@ export class BatchHost {
    * Runs one job to completion; throws States.TaskFailed (as `submitJob.sync` does) when it fails.
    * `timeoutSeconds` is the submit's attempt timeout, which replaces the definition's.
    */
-  async run(def: LocalJobDefinition, jobName: string, overrides: Record<string, string>, timeoutSeconds?: number): Promise<JobRun> {
+  async run(
+    def: LocalJobDefinition,
+    jobName: string,
+    overrides: Record<string, string>,
+    timeoutSeconds?: number,
+    onSeconds?: (seconds: number) => void,
+  ): Promise<JobRun> {
     const wallSeconds = Math.min(timeoutSeconds ?? def.timeoutSeconds, LOCAL_MAX_TIMEOUT_SECONDS);
     if (this.stopped) throw new TaskError('Batch.ServerException', `${jobName}: the local runtime is stopping`);
-    const release = await this.slots.take();
+    const taken = await this.slots.take();
     if (this.stopped) {
-      release();
+      taken();
       throw new TaskError('Batch.ServerException', `${jobName}: the local runtime is stopping`);
     }
+    // The job's seconds from its slot to its end, failed or not (what an instance would bill;
+    // the wait for a slot is the queue's, which AWS does not bill).
+    const started = performance.now();
+    const release = () => {
+      taken();
+      onSeconds?.((performance.now() - started) / 1000);
+    };
     const jobId = randomUUID();
     const logFile = join(this.logDir, `${jobName}-${jobId}.log`);
     if (def.sandbox) {

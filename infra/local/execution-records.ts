@@ -6,6 +6,7 @@
 import { existsSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
+import type { BatchJobUsage } from '#shared/cost/usage.ts';
 
 export type ExecutionStatus = 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'TIMED_OUT' | 'ABORTED';
 
@@ -29,6 +30,12 @@ export interface ExecutionRecord {
     mapItemsFailed: number;
     /** The largest state output of the run (Map iterations and Distributed Map children included), against the 256 KiB limit. */
     largestState: { name: string; bytes: number };
+    /** Lambda billed milliseconds (each invocation rounded up to 1 ms), summed; absent in older records. */
+    lambdaBilledMs?: number;
+    /** Lambda billed seconds x memory size (GiB), summed. */
+    lambdaGbSeconds?: number;
+    /** Every Batch job's seconds and what it asks for on AWS. */
+    batch?: BatchJobUsage[];
   };
 }
 

@@ -48,7 +48,17 @@ export function launchExecution(deps: ExecutionDeps, machine: LocalMachine, inpu
     status: 'RUNNING',
     input,
     startDate,
-    stats: { statesEntered: 0, lambdaInvocations: 0, batchJobs: 0, mapItemsDone: 0, mapItemsFailed: 0, largestState: { name: '', bytes: 0 } },
+    stats: {
+      statesEntered: 0,
+      lambdaInvocations: 0,
+      batchJobs: 0,
+      mapItemsDone: 0,
+      mapItemsFailed: 0,
+      largestState: { name: '', bytes: 0 },
+      lambdaBilledMs: 0,
+      lambdaGbSeconds: 0,
+      batch: [],
+    },
   };
   deps.records.persist(record);
   let failure: TaskError | undefined;

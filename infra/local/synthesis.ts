@@ -125,10 +125,13 @@ export function loadJobDefinitions(resolver: TemplateResolver): Map<string, Loca
     const jobDir = resource.Metadata?.[META.jobDir];
     if (typeof jobDir !== 'string') continue;
     const props = resolver.resolve(stack, resource.Properties ?? {}) as {
-      ContainerProperties?: { Environment?: { Name: string; Value: string }[] };
+      ContainerProperties?: { Environment?: { Name: string; Value: string }[]; ResourceRequirements?: { Type: string; Value: string }[] };
       Timeout?: { AttemptDurationSeconds?: number };
+      PlatformCapabilities?: string[];
     };
     const arn = resolver.refOf(stack, logicalId, resource);
+    const requirement = (type: string) => Number(props.ContainerProperties?.ResourceRequirements?.find((r) => r.Type === type)?.Value ?? 0);
+    const instanceType = resource.Metadata?.[META.jobInstanceType];
     jobDefinitions.set(arn, {
       arn,
       name: logicalId,
@@ -136,6 +139,13 @@ export function loadJobDefinitions(resolver: TemplateResolver): Map<string, Loca
       command: resource.Metadata?.[META.jobCommand] as string[],
       environment: Object.fromEntries((props.ContainerProperties?.Environment ?? []).map((e) => [e.Name, String(e.Value)])),
       timeoutSeconds: props.Timeout?.AttemptDurationSeconds ?? 7200,
+      resources: {
+        platform: props.PlatformCapabilities?.includes('FARGATE') ? 'FARGATE' : 'EC2',
+        vcpus: requirement('VCPU'),
+        memoryMiB: requirement('MEMORY'),
+        gpus: requirement('GPU'),
+        ...(typeof instanceType === 'string' ? { instanceType } : {}),
+      },
       ...(resource.Metadata?.[META.jobSandbox] ? { sandbox: resource.Metadata[META.jobSandbox] as LocalSandbox } : {}),
     });
   }

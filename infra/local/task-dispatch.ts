@@ -42,11 +42,27 @@ export interface TaskRoute {
   handler(task: TaskRef, scope: RunScope, deps: TaskDeps): TaskHandler;
 }
 
+/**
+ * Invokes a function for a run and adds its billed duration to the run's record: the
+ * invocation's milliseconds rounded up to 1 ms, and those seconds times its memory size in GiB,
+ * as Lambda bills (failed invocations are billed too).
+ */
+function invokeBilled(scope: RunScope, deps: TaskDeps, nameOrArn: string, payload: unknown): Promise<unknown> {
+  const started = performance.now();
+  return deps.invokeFunction(nameOrArn, payload).finally(() => {
+    const ms = Math.max(1, Math.ceil(performance.now() - started));
+    const memoryMb = deps.functions.get(nameOrArn)?.memoryMb ?? 128;
+    const stats = scope.record.stats;
+    stats.lambdaBilledMs = (stats.lambdaBilledMs ?? 0) + ms;
+    stats.lambdaGbSeconds = (stats.lambdaGbSeconds ?? 0) + (ms / 1000) * (memoryMb / 1024);
+  });
+}
+
 const lambdaFunction: TaskRoute = {
   checked: true,
   handler: (task, scope, deps) => (input) => {
     scope.record.stats.lambdaInvocations++;
-    return deps.invokeFunction(task.resource, input);
+    return invokeBilled(scope, deps, task.resource, input);
   },
 };
 
@@ -55,7 +71,7 @@ const lambdaInvoke: TaskRoute = {
   handler: (_task, scope, deps) => (input) => {
     const { FunctionName, Payload } = input as { FunctionName: string; Payload: unknown };
     scope.record.stats.lambdaInvocations++;
-    return deps.invokeFunction(FunctionName, Payload).then((out) => ({ ExecutedVersion: '$LATEST', Payload: out, StatusCode: 200 }));
+    return invokeBilled(scope, deps, FunctionName, Payload).then((out) => ({ ExecutedVersion: '$LATEST', Payload: out, StatusCode: 200 }));
   },
 };
 
@@ -72,7 +88,7 @@ const lambdaInvokeWaitForTaskToken: TaskRoute = {
     const withToken = JSON.parse(JSON.stringify(input).split(TASK_TOKEN_MARKER).join(token)) as { FunctionName: string; Payload: unknown };
     record.stats.lambdaInvocations++;
     // Register first, then invoke: a handler may call back before invoke returns.
-    await deps.invokeFunction(withToken.FunctionName, withToken.Payload).catch((error: Error) => {
+    await invokeBilled(scope, deps, withToken.FunctionName, withToken.Payload).catch((error: Error) => {
       // The Lambda's failure is the task's, unless the token was already answered or timed out.
       deps.callbacks.failIfPending(token, error.name, error.message);
     });
@@ -102,7 +118,10 @@ const batchSubmitJobSync: TaskRoute = {
       );
     }
     scope.record.stats.batchJobs++;
-    const run = await deps.batch.run(def, p.JobName, overrides, timeout as number | undefined);
+    const resources = def.resources ?? { platform: 'FARGATE' as const, vcpus: 0, memoryMiB: 0, gpus: 0 };
+    const run = await deps.batch.run(def, p.JobName, overrides, timeout as number | undefined, (seconds) => {
+      scope.record.stats.batch = [...(scope.record.stats.batch ?? []), { job: def.name, ...resources, seconds }];
+    });
     return {
       JobId: run.jobId,
       JobName: p.JobName,

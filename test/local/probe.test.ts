@@ -12,6 +12,7 @@ import { DeleteObjectCommand, GetObjectCommand, S3Client } from '@aws-sdk/client
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { LocalRuntime, type ExecutionRecord } from '#infra/local/runtime.ts';
 import { dynamoClient } from '#shared/clients/aws.ts';
+import { costOf, usageOfStats } from '#shared/cost/usage.ts';
 import { readOutcomes } from '#shared/fan-out.ts';
 import { cachePartition } from '#shared/table.ts';
 import { getArtifactVersion, listArtifactVersions } from '#shared/artifacts.ts';
@@ -47,6 +48,18 @@ describe('probe pipeline on the embedded runtime', () => {
     assert.equal(record.stats.batchJobs, 1);
     // config + prepare + 4 squares + publish
     assert.equal(record.stats.lambdaInvocations, 7);
+    // What the cost model prices: each invocation billed at least 1 ms at its memory size, and
+    // the sum job's seconds with what it asks for on AWS (Fargate, the CPU queue).
+    const usage = usageOfStats(record.stats);
+    assert.ok(usage.lambda.billedMs >= 7, `billed ${usage.lambda.billedMs} ms`);
+    assert.ok(usage.lambda.gbSeconds >= (usage.lambda.billedMs / 1000) * (128 / 1024) - 1e-9);
+    assert.equal(usage.batch.length, 1);
+    assert.equal(usage.batch[0]!.platform, 'FARGATE');
+    assert.ok(usage.batch[0]!.vcpus >= 0.25 && usage.batch[0]!.memoryMiB >= 512, JSON.stringify(usage.batch[0]));
+    assert.ok(usage.batch[0]!.seconds > 0);
+    const cost = costOf(usage);
+    assert.ok(cost.lowUsd > 0 && cost.lowUsd === cost.highUsd, 'no EC2: one figure');
+    assert.deepEqual(cost.unpriced, []);
     const artifact = await getArtifactVersion(where(), 'probe-summary', output.artifact.version);
     assert.deepEqual(artifact.metrics, { total: 39, count: 4 });
     assert.equal(artifact.executionId, record.executionArn);
@@ -63,6 +76,13 @@ describe('probe pipeline on the embedded runtime', () => {
     assert.deepEqual(second.output, first.output);
     assert.equal(second.stats.lambdaInvocations, 1, 'the config check only');
     assert.equal(second.stats.batchJobs, 0);
+    // The cached rerun pays no Batch job and one Lambda; it still walks the state machine, and
+    // for a run this small its transitions are most of the cost (the cache check states included).
+    const cold = costOf(usageOfStats(first.stats));
+    const warm = costOf(usageOfStats(second.stats));
+    assert.ok(warm.highUsd < cold.highUsd, `cached rerun $${warm.highUsd} against cold $${cold.highUsd}`);
+    assert.equal(warm.lines.filter((l) => l.item.startsWith('Batch')).length, 0);
+    assert.ok(second.stats.statesEntered <= first.stats.statesEntered);
   });
 
   it('keys each fan-out item by its own input: one cache entry per item', async () => {

@@ -353,6 +353,20 @@ describe('cli: local commands end to end', () => {
     assert.equal(await main(['runs', '--data-dir', dir], runs.io), 0);
     assert.match(runs.text(), /probe\s+SUCCEEDED/);
 
+    // runs show: the run's counters and their cost at the dated AWS prices.
+    const name = /^(\S+)\s+probe\s+SUCCEEDED/m.exec(runs.text())?.[1];
+    assert.ok(name, runs.text());
+    const shown = capture();
+    assert.equal(await main(['runs', 'show', name, '--data-dir', dir], shown.io), 0, shown.text());
+    assert.match(shown.text(), /state transitions: \d+/);
+    assert.match(shown.text(), /Lambda: 5 invocations, \d+ ms billed/);
+    assert.match(shown.text(), /Batch: 1 jobs/);
+    assert.match(shown.text(), /Batch on Fargate/);
+    assert.match(shown.text(), /cost on AWS at these figures: \$[0-9.]+ \(us-east-1 prices of \d{4}-\d{2}-\d{2}/);
+    const unknown = capture();
+    assert.equal(await main(['runs', 'show', 'no-such-run', '--data-dir', dir], unknown.io), 1);
+    assert.match(unknown.text(), /RUN: .*no-such-run/);
+
     const list = capture();
     assert.equal(await main(['artifacts', 'list', '--data-dir', dir], list.io), 0);
     assert.match(list.text(), /probe-summary\s+1/);

@@ -1,0 +1,179 @@
+/**
+ * What a run used, and what that cost: the figures the cost model prices (issue: plan and cost).
+ *
+ * A run's usage is counted where it happens: Step Functions state transitions (every state
+ * entered, Map iterations and Distributed Map children included), each Lambda invocation's billed
+ * duration at its memory size, each Batch job's seconds on its platform (Fargate: vCPUs and
+ * memory; EC2: the GPU instance type), and Claude tokens as the API's usage fields report them.
+ * `costOf` prices a usage with a price table (prices.ts) as a low/high range: Batch on EC2 is
+ * low at the spot discount the table gives and high on demand; everything else is one figure.
+ */
+import { type ClaudePrice, PRICES, type PriceTable } from './prices.ts';
+
+export interface LambdaUsage {
+  readonly invocations: number;
+  /** Sum over invocations of the duration rounded up to the millisecond, as Lambda bills. */
+  readonly billedMs: number;
+  /** Sum over invocations of billed seconds x memory (GiB). */
+  readonly gbSeconds: number;
+}
+
+export interface BatchJobUsage {
+  /** The job definition's name (the construct's logical id locally). */
+  readonly job: string;
+  readonly platform: 'FARGATE' | 'EC2';
+  /** EC2 only: the GPU instance type the job is sized for. */
+  readonly instanceType?: string;
+  readonly vcpus: number;
+  readonly memoryMiB: number;
+  readonly gpus: number;
+  readonly seconds: number;
+}
+
+export interface ClaudeUsage {
+  readonly model: string;
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+  readonly cacheReadTokens: number;
+  readonly cacheWriteTokens: number;
+}
+
+export interface RunUsage {
+  readonly transitions: number;
+  readonly lambda: LambdaUsage;
+  readonly batch: readonly BatchJobUsage[];
+  readonly claude: readonly ClaudeUsage[];
+}
+
+export interface CostLine {
+  readonly item: string;
+  readonly quantity: number;
+  readonly unit: string;
+  readonly lowUsd: number;
+  readonly highUsd: number;
+}
+
+export interface RunCost {
+  readonly lowUsd: number;
+  readonly highUsd: number;
+  readonly lines: readonly CostLine[];
+  /** Usage the table has no price for (a Claude model it does not list): left out of the sums. */
+  readonly unpriced: readonly string[];
+  readonly region: string;
+  readonly pricesAsOf: string;
+}
+
+export const EMPTY_USAGE: RunUsage = { transitions: 0, lambda: { invocations: 0, billedMs: 0, gbSeconds: 0 }, batch: [], claude: [] };
+
+const HOUR = 3600;
+const MILLION = 1_000_000;
+
+/** The usage of a run priced with `table`: each line, the sums, and what had no price. */
+export function costOf(usage: RunUsage, table: PriceTable = PRICES): RunCost {
+  const lines: CostLine[] = [];
+  const unpriced: string[] = [];
+  const line = (item: string, quantity: number, unit: string, low: number, high = low) => {
+    if (quantity > 0) lines.push({ item, quantity, unit, lowUsd: low, highUsd: high });
+  };
+  const p = table.aws;
+  line('Step Functions state transitions', usage.transitions, 'transitions', usage.transitions * p.stepFunctionsPerTransition.usd);
+  line('Lambda requests', usage.lambda.invocations, 'requests', usage.lambda.invocations * p.lambdaPerRequest.usd);
+  line('Lambda compute', usage.lambda.gbSeconds, 'GB-seconds', usage.lambda.gbSeconds * p.lambdaPerGbSecond.usd);
+  const byKind = new Map<string, { seconds: number; low: number; high: number; unit: string }>();
+  for (const run of usage.batch) {
+    // Fargate and EC2 (Linux) bill by the second with a one-minute minimum.
+    const job = { ...run, seconds: Math.max(run.seconds, table.batchMinimumSeconds) };
+    let key: string;
+    let low: number;
+    let high: number;
+    if (job.platform === 'FARGATE') {
+      key = `Batch on Fargate (${job.vcpus} vCPU, ${job.memoryMiB / 1024} GiB)`;
+      const perHour = job.vcpus * p.fargatePerVcpuHour.usd + (job.memoryMiB / 1024) * p.fargatePerGbHour.usd;
+      low = high = (job.seconds / HOUR) * perHour;
+    } else {
+      const type = job.instanceType ?? '';
+      const price = table.ec2[type];
+      if (!price) {
+        unpriced.push(`Batch job ${job.job}: EC2 instance type ${JSON.stringify(type)} has no price in the table`);
+        continue;
+      }
+      key = `Batch on EC2 ${type}`;
+      high = (job.seconds / HOUR) * price.onDemandPerHour.usd;
+      low = high * (1 - price.spotDiscountMax);
+    }
+    const k = byKind.get(key) ?? { seconds: 0, low: 0, high: 0, unit: 'job-seconds' };
+    k.seconds += job.seconds;
+    k.low += low;
+    k.high += high;
+    byKind.set(key, k);
+  }
+  for (const [item, k] of byKind) line(item, k.seconds, k.unit, k.low, k.high);
+  for (const use of usage.claude) {
+    const price: ClaudePrice | undefined = table.claude[use.model];
+    if (!price) {
+      unpriced.push(`Claude model ${JSON.stringify(use.model)} has no price in the table`);
+      continue;
+    }
+    const usd =
+      (use.inputTokens * price.inputPerMTok +
+        use.outputTokens * price.outputPerMTok +
+        use.cacheReadTokens * price.cacheReadPerMTok +
+        use.cacheWriteTokens * price.cacheWrite5mPerMTok) /
+      MILLION;
+    line(`Claude ${use.model}`, use.inputTokens + use.outputTokens + use.cacheReadTokens + use.cacheWriteTokens, 'tokens', usd);
+  }
+  const sum = (f: (l: CostLine) => number) => lines.reduce((a, l) => a + f(l), 0);
+  return { lowUsd: sum((l) => l.lowUsd), highUsd: sum((l) => l.highUsd), lines, unpriced, region: table.region, pricesAsOf: table.asOf };
+}
+
+/** Two usages added (a run and its Distributed Map children, or the steps of a plan). */
+export function addUsage(a: RunUsage, b: RunUsage): RunUsage {
+  const claude = new Map<string, ClaudeUsage>();
+  for (const c of [...a.claude, ...b.claude]) {
+    const was = claude.get(c.model);
+    claude.set(
+      c.model,
+      was
+        ? {
+            model: c.model,
+            inputTokens: was.inputTokens + c.inputTokens,
+            outputTokens: was.outputTokens + c.outputTokens,
+            cacheReadTokens: was.cacheReadTokens + c.cacheReadTokens,
+            cacheWriteTokens: was.cacheWriteTokens + c.cacheWriteTokens,
+          }
+        : c,
+    );
+  }
+  return {
+    transitions: a.transitions + b.transitions,
+    lambda: {
+      invocations: a.lambda.invocations + b.lambda.invocations,
+      billedMs: a.lambda.billedMs + b.lambda.billedMs,
+      gbSeconds: a.lambda.gbSeconds + b.lambda.gbSeconds,
+    },
+    batch: [...a.batch, ...b.batch],
+    claude: [...claude.values()],
+  };
+}
+
+/** "$0.0123" for small sums, "$12.34" for larger; a range as "low-high" when they differ. */
+export function formatUsd(low: number, high = low): string {
+  const one = (x: number) => (x === 0 ? '$0' : x < 0.01 ? `$${x.toPrecision(2)}` : `$${x.toFixed(2)}`);
+  return Math.abs(high - low) < 1e-12 ? one(low) : `${one(low)}-${one(high)}`;
+}
+
+/** The counters a local execution record keeps (infra/local/execution-records.ts), as a usage. */
+export function usageOfStats(stats: {
+  readonly statesEntered: number;
+  readonly lambdaInvocations: number;
+  readonly lambdaBilledMs?: number;
+  readonly lambdaGbSeconds?: number;
+  readonly batch?: readonly BatchJobUsage[];
+}): RunUsage {
+  return {
+    transitions: stats.statesEntered,
+    lambda: { invocations: stats.lambdaInvocations, billedMs: stats.lambdaBilledMs ?? 0, gbSeconds: stats.lambdaGbSeconds ?? 0 },
+    batch: stats.batch ?? [],
+    claude: [],
+  };
+}
