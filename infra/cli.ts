@@ -3,6 +3,7 @@
  * frontier: one command line for both targets.
  *
  *   frontier run [pipeline] [--smoke|--full|--size NAME] [--config FILE|JSON] [--name NAME] [--target local|aws] [--verbose]
+ *   frontier run [pipeline] ... --plan   (the run's plan and cost from its config; nothing runs)
  *   frontier runs [pipeline] [--target local|aws]
  *   frontier runs show RUN
  *   frontier artifacts list [NAME] | artifacts show NAME[@VERSION]
@@ -41,6 +42,7 @@ import { sha256Hex } from '#shared/json.ts';
 import { parseOrThrow } from '#shared/schema.ts';
 import { explainCache } from './cli/cache-explain.ts';
 import { pipelineNamed, resolveConfig } from './cli/config.ts';
+import { planRun, printPlan } from './cli/plan.ts';
 import { listApprovals, listArtifacts, listAwsRuns, listLocalRuns, showArtifact, showLocalRun } from './cli/inspect.ts';
 import { processIo, type Io } from './cli/output.ts';
 import { runAws } from './cli/run-aws.ts';
@@ -51,6 +53,7 @@ import { triggersCommand } from './cli/triggers.ts';
 
 const USAGE = `usage:
   frontier run [pipeline] [--smoke|--full|--size NAME] [--config FILE|JSON] [--name NAME] [--target local|aws] [--verbose]
+  frontier run [pipeline] ... --plan    (a cold run's transitions, history events, invocations, jobs and cost; nothing runs; the probe for now)
   frontier run rewards --reward-file FILE.py [--reward-file ...]   (evaluate reward functions without Claude)
   frontier run refinery --labels-file FILE.jsonl   (quality labels {id, score, reason?} instead of Claude's)
   frontier run humanoid --checkpoint s3://.../checkpoint.json   (continue a run's training; publishes nothing)
@@ -180,6 +183,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
         'labels-file': { type: 'string' },
         checkpoint: { type: 'string' },
         'dry-run': { type: 'boolean', default: false },
+        plan: { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
     });
@@ -214,6 +218,10 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
         const withRewards = withRewardFiles(resolveConfig(entry, { full: values.full, size: values.size, config: values.config }), entry, rewardFiles);
         const withLabels = withLabelsFile(withRewards.config, entry, labelsFile);
         const config = withCheckpoint(withLabels.config, entry, values.checkpoint);
+        if (values.plan) {
+          printPlan(planRun(entry, config), io);
+          return 0;
+        }
         if (entry.name === HUMANOID_PIPELINE && values.target !== 'aws' && config.trainer === 'ppo') {
           throw new ConfigError('trainer', 'ppo', 'Brax PPO over MuJoCo MJX runs on the GPU queue on AWS only (--target aws); locally the trainer is ars');
         }

@@ -44,6 +44,17 @@ describe('cli: errors', () => {
     assert.match(ppo.text(), /trainer: Brax PPO over MuJoCo MJX runs on the GPU queue on AWS only \(--target aws\)/);
   });
 
+  it("--plan prints a cold run's counts and cost without running it; a pipeline with no plan model yet says so", async () => {
+    const plan = capture();
+    assert.equal(await main(['run', 'probe', '--plan', '--config', '{"items":[2,3]}'], plan.io), 0, plan.text());
+    assert.match(plan.text(), /state transitions: 78\nhistory events: \d+ of 25,000/);
+    assert.match(plan.text(), /Lambda invocations: 5\nBatch jobs: 1/);
+    assert.match(plan.text(), /cost on AWS: \$[0-9.]+-\$[0-9.]+ \(low: .* us-east-1 prices of \d{4}-\d{2}-\d{2}\)/);
+    const none = capture();
+    assert.equal(await main(['run', 'selfplay', '--plan'], none.io), 1);
+    assert.match(none.text(), /--plan: no plan model for this pipeline yet \(there is one for: probe\) \(got "selfplay"\)/);
+  });
+
   it('reward search without an Anthropic key says so and offers reward files; reward files are checked', async () => {
     const key = process.env.ANTHROPIC_API_KEY;
     delete process.env.ANTHROPIC_API_KEY;

@@ -1,0 +1,111 @@
+/**
+ * `frontier run PIPELINE --plan`: a run's plan from its config, nothing run. The pipeline's state
+ * machine is synthesized as for a local run, its definition walked along the path the pipeline's
+ * plan model chooses (pipelines/steps/plan.ts), and what the walk counts is priced with the dated
+ * table: state transitions, Lambda requests (each at its memory size for a second, the low end,
+ * or its timeout, the high end), Batch jobs (a minute each, the low end, or their timeouts).
+ */
+import { probePlanModel } from '#pipelines/probe/plan.ts';
+import { PROBE_PIPELINE } from '#pipelines/probe/stack.ts';
+import { HISTORY_EVENT_LIMIT } from '#pipelines/steps/history.ts';
+import { type PlanCounts, type PlanModel, planCounts } from '#pipelines/steps/plan.ts';
+import { PIPELINE_META } from '#pipelines/steps/pipeline.ts';
+import { costOf, formatUsd, type RunCost, type RunUsage } from '#shared/cost/usage.ts';
+import { ConfigError } from '#shared/errors.ts';
+import type { AslGraph } from '#pipelines/steps/history.ts';
+import { TemplateResolver } from '../local/resolve.ts';
+import { loadFunctions, loadJobDefinitions, synthesize } from '../local/synthesis.ts';
+import type { PipelineEntry } from '../registry.ts';
+import { table, type Io } from './output.ts';
+
+/** The pipelines that have a plan model, and how to make it from a parsed config. */
+const MODELS: Readonly<Record<string, (config: never) => PlanModel>> = {
+  [PROBE_PIPELINE]: probePlanModel as (config: never) => PlanModel,
+};
+
+export interface RunPlan {
+  readonly pipeline: string;
+  readonly counts: PlanCounts;
+  /** The low end: each Lambda a second, each Batch job a minute. The high end: every timeout. */
+  readonly cost: { readonly low: RunCost; readonly high: RunCost };
+  /** Each Batch job definition on the path: how many, and its timeout. */
+  readonly jobs: readonly { readonly definition: string; readonly count: number; readonly timeoutSeconds: number; readonly platform: string }[];
+}
+
+export function hasPlanModel(pipeline: string): boolean {
+  return pipeline in MODELS;
+}
+
+/** The plan of a cold run of `entry` with `config` (already parsed by the pipeline's schema). */
+export function planRun(entry: PipelineEntry, config: unknown): RunPlan {
+  const model = MODELS[entry.name];
+  if (!model) throw new ConfigError('--plan', entry.name, `no plan model for this pipeline yet (there is one for: ${Object.keys(MODELS).join(', ')})`);
+  const resolver = new TemplateResolver(synthesize([entry]).stacks);
+  const machine = resolver.resourcesOfType('AWS::StepFunctions::StateMachine').find((m) => m.resource.Metadata?.[PIPELINE_META] === entry.name);
+  if (!machine) throw new ConfigError('pipeline', entry.name, 'has no state machine in the synthesized app');
+  const definition = JSON.parse(String(resolver.resolve(machine.stack, machine.resource.Properties!.DefinitionString))) as AslGraph;
+  const counts = planCounts(definition, model(config as never));
+  const functions = loadFunctions(resolver);
+  const definitions = loadJobDefinitions(resolver);
+  let gbSecondsLow = 0;
+  let gbSecondsHigh = 0;
+  for (const [name, n] of Object.entries(counts.lambdaByFunction)) {
+    const fn = functions.get(name);
+    const gb = (fn?.memoryMb ?? 128) / 1024;
+    gbSecondsLow += n * gb;
+    gbSecondsHigh += n * gb * (fn?.timeoutSeconds ?? 900);
+  }
+  const jobs = Object.entries(counts.batchByDefinition).map(([arn, count]) => {
+    const def = definitions.get(arn);
+    if (!def) throw new ConfigError('JobDefinition', arn, 'is not a job definition of the synthesized app');
+    return { def, count };
+  });
+  const usage = (low: boolean): RunUsage => ({
+    transitions: counts.transitions,
+    lambda: { invocations: counts.lambdaInvocations, billedMs: 0, gbSeconds: low ? gbSecondsLow : gbSecondsHigh },
+    batch: jobs.flatMap(({ def, count }) =>
+      Array.from({ length: count }, () => ({
+        job: def.name,
+        platform: def.resources?.platform ?? 'FARGATE',
+        ...(def.resources?.instanceType ? { instanceType: def.resources.instanceType } : {}),
+        vcpus: def.resources?.vcpus ?? 0,
+        memoryMiB: def.resources?.memoryMiB ?? 0,
+        gpus: def.resources?.gpus ?? 0,
+        seconds: low ? 0 : def.timeoutSeconds,
+      })),
+    ),
+    claude: [],
+  });
+  return {
+    pipeline: entry.name,
+    counts,
+    cost: { low: costOf(usage(true)), high: costOf(usage(false)) },
+    jobs: jobs.map(({ def, count }) => ({
+      definition: def.name,
+      count,
+      timeoutSeconds: def.timeoutSeconds,
+      platform: def.resources?.instanceType ?? def.resources?.platform ?? '',
+    })),
+  };
+}
+
+export function printPlan(plan: RunPlan, io: Io): void {
+  const c = plan.counts;
+  io.out(`plan of a cold run of ${plan.pipeline} (nothing run; every cached step a miss, every item a success)`);
+  io.out(`state transitions: ${c.transitions}`);
+  io.out(`history events: ${c.historyEvents} of ${HISTORY_EVENT_LIMIT.toLocaleString('en-US')} (retries add 3 each)`);
+  io.out(`Lambda invocations: ${c.lambdaInvocations}`);
+  io.out(`Batch jobs: ${c.batchJobs}`);
+  for (const line of table(
+    plan.jobs.map((j) => ({ job: j.definition, count: j.count, on: j.platform, timeout: `${j.timeoutSeconds} s` })),
+    ['job', 'count', 'on', 'timeout'],
+  ))
+    io.out(`  ${line}`);
+  const maps = Object.entries(c.mapWidths).filter(([, w]) => w > 0);
+  if (maps.length) io.out(`Map widths: ${maps.map(([m, w]) => `${m} ${w}`).join(', ')}`);
+  const calls = Object.entries(c.serviceCalls);
+  if (calls.length) io.out(`service calls: ${calls.map(([k, n]) => `${k} ${n}`).join(', ')}`);
+  io.out(
+    `cost on AWS: ${formatUsd(plan.cost.low.lowUsd, plan.cost.high.highUsd)} (low: each Lambda a second and each job a minute, at spot; high: every timeout, on demand; ${plan.cost.low.region} prices of ${plan.cost.low.pricesAsOf})`,
+  );
+}

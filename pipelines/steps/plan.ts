@@ -1,0 +1,129 @@
+/**
+ * A run's plan, read from its state machine's definition without running anything: one path
+ * through the states, chosen by the pipeline's model of its config, counted state by state.
+ *
+ * The walker is generic: it enters a state, counts it, and asks the pipeline's `decide` where a
+ * Choice goes and its `mapItems` how many items a Map iterates over (both may depend on which
+ * item of an enclosing Map the walk is in). What it counts is what billing and the limits see:
+ * - state transitions (every state entered, Map iterations' and Parallel branches' states
+ *   included): what Step Functions Standard bills, and what a local run counts;
+ * - history events (history.ts's per-state figures, the execution's own two included): what the
+ *   25,000-event limit bounds;
+ * - Lambda invocations by function, Batch jobs by job definition, and the other service calls
+ *   (DynamoDB, S3) by service and action, as the Task states name them;
+ * - each Map's width, the widest per Map state.
+ *
+ * A pipeline's model (pipelines/<name>/plan.ts) says, for a config, how its Choices go on a cold
+ * run and how wide its Maps are; where data decides (a failed item, an early stop) the model walks
+ * each end of the range separately.
+ */
+import { ConfigError } from '#shared/errors.ts';
+import { type AslGraph, type AslState, EXECUTION_EVENTS, stateEvents } from './history.ts';
+
+/** Where the walk is: the enclosing Maps' states and item indexes, outermost first. */
+export interface WalkContext {
+  readonly items: readonly { readonly map: string; readonly index: number }[];
+}
+
+export interface PlanModel {
+  /** The Next of a Choice state on this walk. */
+  decide(name: string, state: AslState, at: WalkContext): string;
+  /** The items a Map state iterates over on this walk. */
+  mapItems(name: string, state: AslState, at: WalkContext): number;
+}
+
+export interface PlanCounts {
+  transitions: number;
+  historyEvents: number;
+  lambdaInvocations: number;
+  /** By function ARN or name, as the Task names it. */
+  lambdaByFunction: Record<string, number>;
+  batchJobs: number;
+  /** By job definition, as the Task names it. */
+  batchByDefinition: Record<string, number>;
+  /** Direct service integrations, by `service:action` (dynamodb:getItem, s3:headObject, ...). */
+  serviceCalls: Record<string, number>;
+  /** The widest iteration of each Map state. */
+  mapWidths: Record<string, number>;
+}
+
+const LAMBDA_INVOKE = /^arn:aws[\w-]*:states:::lambda:invoke(\.waitForTaskToken)?$/;
+const LAMBDA_ARN = /^arn:aws[\w-]*:lambda:/;
+const BATCH_SYNC = /^arn:aws[\w-]*:states:::batch:submitJob(\.sync)?$/;
+const SDK = /^arn:aws[\w-]*:states:::(?:aws-sdk:)?([\w-]+):([\w-]+)(?:\.\w+)?$/;
+
+const bump = (counts: Record<string, number>, key: string, by = 1) => {
+  counts[key] = (counts[key] ?? 0) + by;
+};
+
+/** The counts of one execution of `graph` along the path `model` chooses. */
+export function planCounts(graph: AslGraph, model: PlanModel): PlanCounts {
+  const counts: PlanCounts = {
+    transitions: 0,
+    historyEvents: EXECUTION_EVENTS,
+    lambdaInvocations: 0,
+    lambdaByFunction: {},
+    batchJobs: 0,
+    batchByDefinition: {},
+    serviceCalls: {},
+    mapWidths: {},
+  };
+  walk(graph, model, { items: [] }, counts);
+  return counts;
+}
+
+const MAX_STATES_ON_A_PATH = 1_000_000;
+
+function walk(graph: AslGraph, model: PlanModel, at: WalkContext, counts: PlanCounts): void {
+  let name: string | undefined = graph.StartAt;
+  let steps = 0;
+  while (name !== undefined) {
+    const state: AslState | undefined = graph.States[name];
+    if (!state) throw new ConfigError('state', name, 'is not a state of the definition');
+    if (++steps > MAX_STATES_ON_A_PATH) throw new ConfigError('decide', name, 'the walk loops: the model never leaves this loop');
+    counts.transitions += 1;
+    counts.historyEvents += state.Type === 'Map' || state.Type === 'Parallel' ? 4 : stateEvents(name, state, { mapItems: {} });
+    if (state.Type === 'Task') countTask(state, counts);
+    if (state.Type === 'Map') {
+      const items = model.mapItems(name, state, at);
+      if (!Number.isInteger(items) || items < 0) throw new ConfigError('mapItems', items, `of the Map state ${JSON.stringify(name)} must be a count of items`);
+      counts.mapWidths[name] = Math.max(counts.mapWidths[name] ?? 0, items);
+      const processor = state.ItemProcessor ?? state.Iterator;
+      if (!processor) throw new ConfigError('Map', name, 'has no ItemProcessor');
+      // A Distributed Map's iterations are child executions with histories of their own: they
+      // are billed, but they do not count against the parent's 25,000 events.
+      const distributed = (processor as { ProcessorConfig?: { Mode?: string } }).ProcessorConfig?.Mode === 'DISTRIBUTED';
+      for (let index = 0; index < items; index++) {
+        const before = counts.historyEvents;
+        counts.historyEvents += 2;
+        walk(processor, model, { items: [...at.items, { map: name, index }] }, counts);
+        if (distributed) counts.historyEvents = before;
+      }
+    }
+    if (state.Type === 'Parallel') for (const branch of state.Branches ?? []) walk(branch, model, at, counts);
+    if (state.Type === 'Choice') {
+      const next: string = model.decide(name, state, at);
+      const allowed: (string | undefined)[] = [state.Default, ...(state.Choices ?? []).map((c) => c.Next)];
+      if (!allowed.includes(next)) throw new ConfigError('decide', next, `is not a branch of the Choice state ${JSON.stringify(name)} (${allowed.join(', ')})`);
+      name = next;
+      continue;
+    }
+    if (state.Type === 'Succeed' || state.Type === 'Fail' || state.End) return;
+    name = state.Next;
+  }
+}
+
+function countTask(state: AslState, counts: PlanCounts): void {
+  const resource = typeof state.Resource === 'string' ? state.Resource : '';
+  const parameters = ((state as { Parameters?: Record<string, unknown> }).Parameters ?? {}) as Record<string, unknown>;
+  if (LAMBDA_INVOKE.test(resource) || LAMBDA_ARN.test(resource)) {
+    counts.lambdaInvocations += 1;
+    bump(counts.lambdaByFunction, String(parameters.FunctionName ?? resource));
+  } else if (BATCH_SYNC.test(resource)) {
+    counts.batchJobs += 1;
+    bump(counts.batchByDefinition, String(parameters.JobDefinition ?? 'unknown'));
+  } else {
+    const sdk = SDK.exec(resource);
+    bump(counts.serviceCalls, sdk ? `${sdk[1]}:${sdk[2]}` : resource);
+  }
+}
