@@ -53,7 +53,7 @@ import { triggersCommand } from './cli/triggers.ts';
 
 const USAGE = `usage:
   frontier run [pipeline] [--smoke|--full|--size NAME] [--config FILE|JSON] [--name NAME] [--target local|aws] [--verbose]
-  frontier run [pipeline] ... --plan    (a cold run's transitions, history events, invocations, jobs and cost; nothing runs; the probe for now)
+  frontier run [pipeline] ... --plan    (a cold run's transitions, history events, invocations, jobs and cost; nothing runs)
   frontier run rewards --reward-file FILE.py [--reward-file ...]   (evaluate reward functions without Claude)
   frontier run refinery --labels-file FILE.jsonl   (quality labels {id, score, reason?} instead of Claude's)
   frontier run humanoid --checkpoint s3://.../checkpoint.json   (continue a run's training; publishes nothing)

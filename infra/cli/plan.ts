@@ -5,8 +5,18 @@
  * table: state transitions, Lambda requests (each at its memory size for a second, the low end,
  * or its timeout, the high end), Batch jobs (a minute each, the low end, or their timeouts).
  */
+import { evalsPlanModel } from '#pipelines/evals/plan.ts';
+import { EVALS_PIPELINE } from '#pipelines/evals/stack.ts';
+import { humanoidPlanModel } from '#pipelines/humanoid/plan.ts';
+import { HUMANOID_PIPELINE } from '#pipelines/humanoid/stack.ts';
+import { lmSftPlanModel } from '#pipelines/lm-sft/plan.ts';
+import { LM_SFT_PIPELINE } from '#pipelines/lm-sft/stack.ts';
 import { probePlanModel } from '#pipelines/probe/plan.ts';
 import { PROBE_PIPELINE } from '#pipelines/probe/stack.ts';
+import { saePlanModel } from '#pipelines/sae/plan.ts';
+import { SAE_PIPELINE } from '#pipelines/sae/stack.ts';
+import { selfPlayPlanModel } from '#pipelines/selfplay/plan.ts';
+import { SELFPLAY_PIPELINE } from '#pipelines/selfplay/stack.ts';
 import { HISTORY_EVENT_LIMIT } from '#pipelines/steps/history.ts';
 import { type PlanCounts, type PlanModel, planCounts } from '#pipelines/steps/plan.ts';
 import { PIPELINE_META } from '#pipelines/steps/pipeline.ts';
@@ -19,8 +29,21 @@ import type { PipelineEntry } from '../registry.ts';
 import { table, type Io } from './output.ts';
 
 /** The pipelines that have a plan model, and how to make it from a parsed config. */
-const MODELS: Readonly<Record<string, (config: never) => PlanModel>> = {
-  [PROBE_PIPELINE]: probePlanModel as (config: never) => PlanModel,
+/** What a plan may be told beyond the config. */
+export interface PlanOptions {
+  /** The run is one an upload starts (the trigger's defaults first). */
+  readonly startedByUpload?: boolean;
+  /** evals with benchmarks: null: how many benchmarks are registered. */
+  readonly registeredBenchmarks?: number;
+}
+
+const MODELS: Readonly<Record<string, (config: never, options: PlanOptions) => PlanModel>> = {
+  [PROBE_PIPELINE]: probePlanModel as (config: never, options: PlanOptions) => PlanModel,
+  [SELFPLAY_PIPELINE]: selfPlayPlanModel as (config: never, options: PlanOptions) => PlanModel,
+  [EVALS_PIPELINE]: evalsPlanModel as (config: never, options: PlanOptions) => PlanModel,
+  [LM_SFT_PIPELINE]: lmSftPlanModel as (config: never, options: PlanOptions) => PlanModel,
+  [SAE_PIPELINE]: saePlanModel as (config: never, options: PlanOptions) => PlanModel,
+  [HUMANOID_PIPELINE]: humanoidPlanModel as (config: never, options: PlanOptions) => PlanModel,
 };
 
 export interface RunPlan {
@@ -37,14 +60,14 @@ export function hasPlanModel(pipeline: string): boolean {
 }
 
 /** The plan of a cold run of `entry` with `config` (already parsed by the pipeline's schema). */
-export function planRun(entry: PipelineEntry, config: unknown): RunPlan {
+export function planRun(entry: PipelineEntry, config: unknown, options: PlanOptions = {}): RunPlan {
   const model = MODELS[entry.name];
   if (!model) throw new ConfigError('--plan', entry.name, `no plan model for this pipeline yet (there is one for: ${Object.keys(MODELS).join(', ')})`);
   const resolver = new TemplateResolver(synthesize([entry]).stacks);
   const machine = resolver.resourcesOfType('AWS::StepFunctions::StateMachine').find((m) => m.resource.Metadata?.[PIPELINE_META] === entry.name);
   if (!machine) throw new ConfigError('pipeline', entry.name, 'has no state machine in the synthesized app');
   const definition = JSON.parse(String(resolver.resolve(machine.stack, machine.resource.Properties!.DefinitionString))) as AslGraph;
-  const counts = planCounts(definition, model(config as never));
+  const counts = planCounts(definition, model(config as never, options));
   const functions = loadFunctions(resolver);
   const definitions = loadJobDefinitions(resolver);
   let gbSecondsLow = 0;

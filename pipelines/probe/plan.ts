@@ -1,49 +1,28 @@
 /**
- * The probe's plan model (pipelines/steps/plan.ts): how its Choices go on a cold run of a config,
- * and how wide its Maps are. Every item squares (a cold plan assumes no failure), every cached
- * step misses, and the steps that list outputs are prepare (the data file), sum (summary.json)
- * and publish (the manifest).
+ * The probe's plan model (pipelines/steps/plan.ts): its Maps iterate over the config's items, and
+ * its Choices follow the config's `distributed` and `approve`.
  */
-import type { AslState } from '#pipelines/steps/history.ts';
-import type { PlanModel } from '#pipelines/steps/plan.ts';
-import type { ProbeConfig } from './config.ts';
 import type { z } from 'zod';
+import { coldModel, type PlanModel } from '#pipelines/steps/plan.ts';
+import type { ProbeConfig } from './config.ts';
 
-type Config = z.output<typeof ProbeConfig>;
-
-const LISTS_OUTPUTS = new Set(['prepare', 'sum', 'publish']);
-
-/** The branch a Choice takes when `rule` (the first of its Choices) holds, or its Default. */
-const branch = (state: AslState, takeFirstRule: boolean): string => (takeFirstRule ? state.Choices![0]!.Next : state.Default!);
-
-export function probePlanModel(config: Config, options: { readonly startedByUpload?: boolean } = {}): PlanModel {
-  return {
+export function probePlanModel(config: z.output<typeof ProbeConfig>, options: { readonly startedByUpload?: boolean } = {}): PlanModel {
+  const first = (state: { Choices?: readonly { Next: string }[] }) => state.Choices![0]!.Next;
+  return coldModel({
+    pipeline: 'probe',
+    startedByUpload: options.startedByUpload,
+    mapItems: (name) => (name === 'square: Items' || name === 'recheck: Items' ? config.items.length : undefined),
     decide(name, state) {
-      const step = /^(.+): (Cached\?|Outputs listed\?|Result fits\?)$/.exec(name);
-      if (step?.[2] === 'Cached?') return branch(state, false);
-      if (step?.[2] === 'Outputs listed?') return branch(state, LISTS_OUTPUTS.has(step[1]!));
-      if (step?.[2] === 'Result fits?') return branch(state, false);
       switch (name) {
-        case 'Started by upload?':
-          return branch(state, options.startedByUpload === true);
-        case 'square: Empty?':
-          return branch(state, config.items.length === 0);
-        case 'square: Failures?':
-          return branch(state, false);
         case 'Squares':
-          return branch(state, config.items.length > 0);
+          return config.items.length > 0 ? first(state) : state.Default;
         case 'Distributed check?':
-          return branch(state, config.distributed);
+          return config.distributed ? first(state) : state.Default;
         case 'Approval required?':
-          return branch(state, config.approve);
+          return config.approve ? first(state) : state.Default;
         default:
-          throw new Error(`the probe's plan model does not know the Choice state ${JSON.stringify(name)}`);
+          return undefined;
       }
     },
-    mapItems(name) {
-      if (name === 'square: Items' || name === 'recheck: Items') return config.items.length;
-      if (name.endsWith(': Check outputs')) return 0; // only after a cache hit, which a cold plan has none of
-      throw new Error(`the probe's plan model does not know the Map state ${JSON.stringify(name)}`);
-    },
-  };
+  });
 }

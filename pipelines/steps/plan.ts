@@ -127,3 +127,55 @@ function countTask(state: AslState, counts: PlanCounts): void {
     bump(counts.serviceCalls, sdk ? `${sdk[1]}:${sdk[2]}` : resource);
   }
 }
+
+/** What a pipeline's cold-run model says beyond the rules every pipeline shares (see coldModel). */
+export interface ColdModelSpec {
+  /** The pipeline, for errors. */
+  readonly pipeline: string;
+  /** The width of a Map state at this point of the walk, or undefined for a Map the spec does not know. */
+  mapItems(name: string, at: WalkContext): number | undefined;
+  /** The Next of a Choice the shared rules do not cover, or undefined. */
+  decide?(name: string, state: AslState, at: WalkContext): string | undefined;
+  /** A run an upload started (the trigger's defaults); the CLI's runs are not. */
+  readonly startedByUpload?: boolean;
+}
+
+/**
+ * A cold run's model: the rules the platform's step helpers share, then the pipeline's spec.
+ * - `<step>: Cached?` misses; a cached step's `<step>: Check outputs` Map runs only after a hit: 0.
+ * - `<step>: Outputs listed?` and `<step>: Result fits?`: either branch enters one state; the
+ *   listed and the fitting branch are taken.
+ * - a fan-out's `<step>: Empty?` holds when its `<step>: Items` Map just iterated over nothing;
+ *   `<step>: Failures?` does not (a cold plan assumes every item succeeds).
+ * - `Started by upload?` as the spec says (default: not).
+ */
+export function coldModel(spec: ColdModelSpec): PlanModel {
+  const lastWidth = new Map<string, number>();
+  const first = (state: AslState) => state.Choices![0]!.Next;
+  return {
+    decide(name, state, at) {
+      const own = spec.decide?.(name, state, at);
+      if (own !== undefined) return own;
+      const step = /^(.+): (Cached\?|Outputs listed\?|Result fits\?|Empty\?|Failures\?)$/.exec(name);
+      switch (step?.[2]) {
+        case 'Cached?':
+        case 'Result fits?':
+        case 'Failures?':
+          return state.Default!;
+        case 'Outputs listed?':
+          return first(state);
+        case 'Empty?':
+          return lastWidth.get(`${step[1]}: Items`) === 0 ? first(state) : state.Default!;
+      }
+      if (name === 'Started by upload?') return spec.startedByUpload ? first(state) : state.Default!;
+      throw new ConfigError('Choice', name, `${spec.pipeline}'s plan model does not say where this Choice state goes`);
+    },
+    mapItems(name, _state, at) {
+      if (name.endsWith(': Check outputs')) return 0;
+      const items = spec.mapItems(name, at);
+      if (items === undefined) throw new ConfigError('Map', name, `${spec.pipeline}'s plan model does not say how many items this Map state iterates over`);
+      lastWidth.set(name, items);
+      return items;
+    },
+  };
+}

@@ -28,6 +28,7 @@ import { EVALS_PIPELINE } from '#pipelines/evals/stack.ts';
 import { EvalsConfig } from '#pipelines/evals/config.ts';
 import { LM_SFT_PIPELINE } from '#pipelines/lm-sft/stack.ts';
 import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
+import { assertPlanMatchesRun } from '../support/plan.ts';
 
 const python = '/usr/bin/python3';
 const EVALS_CLI = EvalsConfig.parse({});
@@ -87,6 +88,9 @@ describe('evaluate every checkpoint (test size)', () => {
     assert.equal(producer.status, 'SUCCEEDED', producer.cause);
     assert.equal(evals.length, checkpointSteps.length, evals.map((e) => `${e.name} ${e.status} ${e.cause ?? ''}`).join('\n'));
     for (const e of evals) assert.equal(e.status, 'SUCCEEDED', `${e.name}: ${e.error}: ${e.cause}`);
+    // The plans of both cold runs: the producer's, and an upload's evaluation of the 2 registered benchmarks.
+    assertPlanMatchesRun(LM_SFT_PIPELINE, config, producer);
+    assertPlanMatchesRun(EVALS_PIPELINE, EVALS_CLI, evals[0]!, { startedByUpload: true, registeredBenchmarks: 2 });
     const steps = evals.map((e) => (e.output as { step: number }).step).sort((a, b) => a - b);
     assert.deepEqual(steps, checkpointSteps);
   });

@@ -21,6 +21,7 @@ import { parseS3Uri } from '#shared/s3uri.ts';
 import { HUMANOID_SIZES, HumanoidConfig } from '#pipelines/humanoid/config.ts';
 import { CHECKPOINTS_ARTIFACT, HUMANOID_PIPELINE, POLICY_ARTIFACT } from '#pipelines/humanoid/stack.ts';
 import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
+import { assertPlanMatchesRun } from '../support/plan.ts';
 
 const config = HumanoidConfig.parse(HUMANOID_SIZES.test);
 
@@ -48,6 +49,7 @@ describe('humanoid locomotion (test size)', () => {
     assert.equal(cold.status, 'SUCCEEDED', `${cold.error} ${cold.cause}`);
     // One training job and one replay job (one replay speed).
     assert.equal(cold.stats.batchJobs, 2);
+    assertPlanMatchesRun(HUMANOID_PIPELINE, config, cold);
     const out = cold.output as { run: string; checkpoint: string; published: boolean; metrics: Record<string, number | string> };
     assert.equal(out.published, true);
     assert.equal(out.metrics.steps, (await readCheckpoint(out.checkpoint)).manifest.step);

@@ -21,6 +21,7 @@ import { readObjectBytes } from '#shared/clients/aws.ts';
 import { writeFile } from '#shared/documents.ts';
 import { startFakeExplainer, type FakeExplainer } from '../support/fake-explainer.ts';
 import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
+import { assertPlanMatchesRun } from '../support/plan.ts';
 
 const LICENCES = '/usr/share/common-licenses';
 const CORPUS = 'licence-corpus';
@@ -87,6 +88,7 @@ describe('sparse autoencoders end to end (test size)', () => {
     assert.equal(out.explainer, 'top-tokens', 'no key: auto resolves to the non-LLM explainer');
     // The model, the harvest, 4 SAEs and the contexts.
     assert.equal(cold.stats.batchJobs, 7);
+    assertPlanMatchesRun(SAE_PIPELINE, config, cold);
     assert.ok(cold.stats.largestState.bytes < 32 * 1024, JSON.stringify(cold.stats.largestState));
     assert.ok(out.chosen.l0 <= config.labels.targetL0);
     assert.ok(out.chosen.lossRecovered > 0.5, `loss recovered ${out.chosen.lossRecovered}`);

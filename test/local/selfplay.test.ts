@@ -20,6 +20,7 @@ import { SELFPLAY_PIPELINE } from '#pipelines/selfplay/stack.ts';
 import { CHAMPION_ARTIFACT } from '#shared/selfplay/arena.ts';
 import { pipelineNamed } from '#infra/cli/config.ts';
 import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
+import { assertPlanMatchesRun } from '../support/plan.ts';
 
 async function readText(uri: string): Promise<string> {
   const out = await s3Client().send(new GetObjectCommand(parseS3Uri(uri)));
@@ -51,6 +52,7 @@ describe('self-play league on the embedded runtime (test size)', () => {
 
   it('trains every generation, plays every pair, fits Elo and publishes the champion', async () => {
     assert.equal(cold.status, 'SUCCEEDED', cold.cause);
+    assertPlanMatchesRun(SELFPLAY_PIPELINE, config, cold);
     const out = cold.output as LeagueOutput;
     assert.equal(out.generations, config.generations);
     // Generation k plays the 2 bots and the k-1 earlier snapshots.

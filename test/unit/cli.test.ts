@@ -50,9 +50,12 @@ describe('cli: errors', () => {
     assert.match(plan.text(), /state transitions: 78\nhistory events: \d+ of 25,000/);
     assert.match(plan.text(), /Lambda invocations: 5\nBatch jobs: 1/);
     assert.match(plan.text(), /cost on AWS: \$[0-9.]+-\$[0-9.]+ \(low: .* us-east-1 prices of \d{4}-\d{2}-\d{2}\)/);
+    const league = capture();
+    assert.equal(await main(['run', 'selfplay', '--size', 'test', '--plan'], league.io), 0, league.text());
+    assert.match(league.text(), /Map widths: matches: Items \d+/);
     const none = capture();
-    assert.equal(await main(['run', 'selfplay', '--plan'], none.io), 1);
-    assert.match(none.text(), /--plan: no plan model for this pipeline yet \(there is one for: probe\) \(got "selfplay"\)/);
+    assert.equal(await main(['run', 'video', '--plan'], none.io), 1);
+    assert.match(none.text(), /--plan: no plan model for this pipeline yet \(there is one for: probe, selfplay, evals, lm-sft, sae, humanoid\) \(got "video"\)/);
   });
 
   it('reward search without an Anthropic key says so and offers reward files; reward files are checked', async () => {

@@ -1,0 +1,17 @@
+/**
+ * The check every pipeline's end-to-end test makes of its cold run: the plan of the same config
+ * (infra/cli/plan.ts) counted the same state transitions, Lambda invocations and Batch jobs.
+ */
+import assert from 'node:assert/strict';
+import { pipelineNamed } from '#infra/cli/config.ts';
+import { type PlanOptions, planRun } from '#infra/cli/plan.ts';
+import type { ExecutionRecord } from '#infra/local/runtime.ts';
+
+export function assertPlanMatchesRun(pipeline: string, config: unknown, record: ExecutionRecord, options: PlanOptions = {}): void {
+  const plan = planRun(pipelineNamed(pipeline), config, options);
+  assert.deepEqual(
+    { transitions: plan.counts.transitions, lambdaInvocations: plan.counts.lambdaInvocations, batchJobs: plan.counts.batchJobs },
+    { transitions: record.stats.statesEntered, lambdaInvocations: record.stats.lambdaInvocations, batchJobs: record.stats.batchJobs },
+    `the plan of ${pipeline}'s cold run against the run's own counters`,
+  );
+}
