@@ -55,7 +55,10 @@ describe('cli: errors', () => {
     assert.match(league.text(), /Map widths: matches: Items \d+/);
     const none = capture();
     assert.equal(await main(['run', 'video', '--plan'], none.io), 1);
-    assert.match(none.text(), /--plan: no plan model for this pipeline yet \(there is one for: probe, selfplay, evals, lm-sft, sae, humanoid\) \(got "video"\)/);
+    assert.match(
+      none.text(),
+      /--plan: no plan model for this pipeline yet \(there is one for: probe, selfplay, evals, lm-sft, sae, humanoid\) \(got "video"\)/,
+    );
   });
 
   it('reward search without an Anthropic key says so and offers reward files; reward files are checked', async () => {
