@@ -17,6 +17,8 @@ import { saePlanModel } from '#pipelines/sae/plan.ts';
 import { SAE_PIPELINE } from '#pipelines/sae/stack.ts';
 import { selfPlayPlanModel } from '#pipelines/selfplay/plan.ts';
 import { SELFPLAY_PIPELINE } from '#pipelines/selfplay/stack.ts';
+import { videoPlanModel } from '#pipelines/video/plan.ts';
+import { VIDEO_PIPELINE } from '#pipelines/video/stack.ts';
 import { HISTORY_EVENT_LIMIT } from '#pipelines/steps/history.ts';
 import { type PlanCounts, type PlanModel, planCounts } from '#pipelines/steps/plan.ts';
 import { PIPELINE_META } from '#pipelines/steps/pipeline.ts';
@@ -35,6 +37,10 @@ export interface PlanOptions {
   readonly startedByUpload?: boolean;
   /** evals with benchmarks: null: how many benchmarks are registered. */
   readonly registeredBenchmarks?: number;
+  /** video: whether an Anthropic key will be there (captioner auto). Default: whether ANTHROPIC_API_KEY is set here. */
+  readonly claudeKey?: boolean;
+  /** video with a list of sources: how many it lists. */
+  readonly listedSources?: number;
 }
 
 const MODELS: Readonly<Record<string, (config: never, options: PlanOptions) => PlanModel>> = {
@@ -44,6 +50,7 @@ const MODELS: Readonly<Record<string, (config: never, options: PlanOptions) => P
   [LM_SFT_PIPELINE]: lmSftPlanModel as (config: never, options: PlanOptions) => PlanModel,
   [SAE_PIPELINE]: saePlanModel as (config: never, options: PlanOptions) => PlanModel,
   [HUMANOID_PIPELINE]: humanoidPlanModel as (config: never, options: PlanOptions) => PlanModel,
+  [VIDEO_PIPELINE]: videoPlanModel as (config: never, options: PlanOptions) => PlanModel,
 };
 
 export interface RunPlan {
@@ -67,7 +74,7 @@ export function planRun(entry: PipelineEntry, config: unknown, options: PlanOpti
   const machine = resolver.resourcesOfType('AWS::StepFunctions::StateMachine').find((m) => m.resource.Metadata?.[PIPELINE_META] === entry.name);
   if (!machine) throw new ConfigError('pipeline', entry.name, 'has no state machine in the synthesized app');
   const definition = JSON.parse(String(resolver.resolve(machine.stack, machine.resource.Properties!.DefinitionString))) as AslGraph;
-  const counts = planCounts(definition, model(config as never, options));
+  const counts = planCounts(definition, model(config as never, { claudeKey: Boolean(process.env.ANTHROPIC_API_KEY), ...options }));
   const functions = loadFunctions(resolver);
   const definitions = loadJobDefinitions(resolver);
   let gbSecondsLow = 0;

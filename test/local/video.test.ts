@@ -24,6 +24,7 @@ import { writeFile } from '#shared/documents.ts';
 import type { ManifestRow } from '#shared/video/steps.ts';
 import { type FakeCaptioner, startFakeCaptioner } from '../support/fake-captioner.ts';
 import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
+import { assertPlanMatchesRun } from '../support/plan.ts';
 
 interface RunOutput {
   metrics: Record<string, number>;
@@ -61,6 +62,7 @@ describe('video curation end to end (test size)', () => {
     assert.equal(cold.status, 'SUCCEEDED', `${cold.error}: ${cold.cause}`);
     // generate, then a cut and a score job per video (the generated videos need no fetch).
     assert.equal(cold.stats.batchJobs, 1 + 2 * 3);
+    assertPlanMatchesRun(VIDEO_PIPELINE, config, cold, { claudeKey: false });
     assert.ok(cold.stats.largestState.bytes < 32 * 1024, JSON.stringify(cold.stats.largestState));
     const out = cold.output as RunOutput;
     assert.ok(out.metrics.cutPrecision! >= 0.95 && out.metrics.cutRecall! >= 0.95, JSON.stringify(out.metrics));

@@ -54,10 +54,10 @@ describe('cli: errors', () => {
     assert.equal(await main(['run', 'selfplay', '--size', 'test', '--plan'], league.io), 0, league.text());
     assert.match(league.text(), /Map widths: matches: Items \d+/);
     const none = capture();
-    assert.equal(await main(['run', 'video', '--plan'], none.io), 1);
+    assert.equal(await main(['run', 'refinery', '--plan'], none.io), 1);
     assert.match(
       none.text(),
-      /--plan: no plan model for this pipeline yet \(there is one for: probe, selfplay, evals, lm-sft, sae, humanoid\) \(got "video"\)/,
+      /--plan: no plan model for this pipeline yet \(there is one for: probe, selfplay, evals, lm-sft, sae, humanoid, video\) \(got "refinery"\)/,
     );
   });
 

@@ -1,0 +1,56 @@
+/**
+ * The video curation's plan model (pipelines/steps/plan.ts): one item of the sources Map per
+ * source (the generated count, Blender's films, or a list's entries, which the list document
+ * decides: the plan asks for the count), every source accepted, fetched (unless content-addressed:
+ * generated videos are in the bucket already) and cut; captions by the captioner the config names,
+ * `auto` being Claude when a key is set and none otherwise, for at least one kept clip.
+ */
+import { ConfigError } from '#shared/errors.ts';
+import { BLENDER_FILMS } from '#shared/video/blender.ts';
+import { coldModel, type PlanModel } from '#pipelines/steps/plan.ts';
+import type { VideoConfig } from './config.ts';
+
+export interface VideoPlanOptions {
+  readonly startedByUpload?: boolean;
+  /** Whether an Anthropic key will be there (captioner auto). */
+  readonly claudeKey?: boolean;
+  /** A `list` source's entries. */
+  readonly listedSources?: number;
+}
+
+export function videoPlanModel(config: VideoConfig, options: VideoPlanOptions = {}): PlanModel {
+  const sources = config.sources;
+  const count = sources.kind === 'generated' ? sources.videos : sources.kind === 'blender' ? BLENDER_FILMS.length : options.listedSources;
+  if (count === undefined)
+    throw new ConfigError(
+      'sources.uri',
+      sources.kind === 'list' ? sources.uri : null,
+      'the list document decides the sources: give their count to plan the run',
+    );
+  const captioner = config.captions.captioner === 'auto' ? (options.claudeKey ? 'claude' : 'none') : config.captions.captioner;
+  return coldModel({
+    pipeline: 'video',
+    startedByUpload: options.startedByUpload,
+    mapItems: (name) => (name === 'sources-map: Items' ? count : undefined),
+    decide(name, state) {
+      const rules = (state.Choices ?? []).map((c) => c.Next);
+      switch (name) {
+        case 'Generated sources?':
+          return sources.kind === 'generated' ? rules[0] : state.Default;
+        case 'Any source accepted?':
+          return count === 0 ? rules[0] : state.Default;
+        case 'Content-addressed?':
+          return sources.kind === 'generated' ? rules[0] : state.Default;
+        case 'Fetched?':
+        case 'Cut?':
+          return state.Default;
+        case 'Caption model?':
+          return captioner === 'vlm' ? rules[0] : state.Default;
+        case 'Captions to make?':
+          return captioner === 'none' ? rules[0] : captioner === 'vlm' ? rules[1] : state.Default;
+        default:
+          return undefined;
+      }
+    },
+  });
+}
