@@ -3,7 +3,7 @@ import { ListExecutionsCommand, SFNClient } from '@aws-sdk/client-sfn';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { getArtifactVersion, lineageOf, listArtifactNames, listArtifactVersions, type LineageNode } from '#shared/artifacts.ts';
 import { dynamoClient } from '#shared/clients/aws.ts';
-import { costOf, formatUsd, usageOfStats } from '#shared/cost/usage.ts';
+import { cacheSaving, costOf, formatUsd, usageOfStats } from '#shared/cost/usage.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { listExecutionRecords } from '../local/runtime.ts';
 import type { PipelineEntry } from '../registry.ts';
@@ -34,7 +34,8 @@ export function listLocalRuns(dataDir: string, pipeline: string | undefined, io:
  * duration, Batch job seconds by platform and size, priced with the dated table.
  */
 export function showLocalRun(dataDir: string, run: string, io: Io): void {
-  const record = listExecutionRecords(dataDir).find((r) => r.name === run || r.executionArn === run);
+  const records = listExecutionRecords(dataDir);
+  const record = records.find((r) => r.name === run || r.executionArn === run);
   if (!record) throw new ConfigError('RUN', run, `no local run of that name or ARN in ${dataDir} (\`frontier runs\` lists them)`);
   const usage = usageOfStats(record.stats);
   const cost = costOf(usage);
@@ -56,6 +57,11 @@ export function showLocalRun(dataDir: string, run: string, io: Io): void {
     io.out(line);
   for (const u of cost.unpriced) io.out(`not priced: ${u}`);
   io.out(`cost on AWS at these figures: ${formatUsd(cost.lowUsd, cost.highUsd)} (${cost.region} prices of ${cost.pricesAsOf}; free tiers not applied)`);
+  const byArn = new Map(records.map((r) => [r.executionArn, r.stats.steps]));
+  const saving = cacheSaving(record.stats.cacheHits ?? [], (arn) => byArn.get(arn));
+  io.out(
+    `cache: ${saving.hits} hits${saving.hits ? `, which saved ${formatUsd(saving.lowUsd, saving.highUsd)} (those steps' cost in the runs that computed them${saving.priced < saving.hits ? `; ${saving.hits - saving.priced} from runs not on record` : ''})` : ''}`,
+  );
 }
 
 export async function listAwsRuns(entry: PipelineEntry, io: Io, sfn = new SFNClient({})): Promise<void> {

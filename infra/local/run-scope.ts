@@ -4,6 +4,7 @@
  * holds every state's output to Step Functions' 256 KiB limit, as AWS does.
  */
 import { jsonByteLength } from '#shared/json.ts';
+import { emptyStepUsage, type StepUsage, stepOfState } from '#shared/cost/usage.ts';
 import type { ExecutionRecord } from './execution-records.ts';
 import { TaskError } from './lambda-host.ts';
 import type { EmitRuntimeEvent } from './runtime-events.ts';
@@ -37,6 +38,28 @@ export interface RunScope {
   readonly context: Record<string, unknown>;
 }
 
+/** The record's counters of the step `name` belongs to, made on first use. */
+export function stepStats(record: ExecutionRecord, name: string): StepUsage {
+  const steps = (record.stats.steps ??= {});
+  const step = stepOfState(name);
+  return (steps[step] ??= emptyStepUsage());
+}
+
+/**
+ * A state entered, by step: one transition; a `<step>: Cache store` is one computation; a
+ * `<step>: Cache hit` is a hit on an entry another execution computed (its id is in the entry
+ * the lookup read, at _step.lookup.Item.executionId).
+ */
+function countStepState(record: ExecutionRecord, state: { name: string; input?: unknown }): void {
+  const step = stepStats(record, state.name);
+  step.transitions += 1;
+  if (state.name.endsWith(': Cache store')) step.stores += 1;
+  if (state.name.endsWith(': Cache hit')) {
+    const arn = (state.input as { _step?: { lookup?: { Item?: { executionId?: { S?: string } } } } } | undefined)?._step?.lookup?.Item?.executionId?.S;
+    if (arn) (record.stats.cacheHits ??= []).push({ step: stepOfState(state.name), executionArn: arn });
+  }
+}
+
 /**
  * Follows a run's event log (an execution's, or a Distributed Map child's): states entered
  * and Map items for progress, and every state's output against the 256 KiB limit.
@@ -53,6 +76,7 @@ export function watchEvents(
       const e = event as { type: string; state?: { name: string; output?: unknown }; parentState?: { name: string }; index?: number };
       if (e.type === 'StateEntered' && e.state) {
         record.stats.statesEntered++;
+        countStepState(record, e.state as { name: string; input?: unknown });
         emit('stateEntered', { executionArn, state: e.state.name });
       } else if (e.type === 'StateExited' && e.state && e.state.output !== undefined) {
         const bytes = jsonByteLength(e.state.output);

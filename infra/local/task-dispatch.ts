@@ -14,7 +14,7 @@ import type { BatchHost, LocalJobDefinition } from './batch-host.ts';
 import { TASK_TOKEN_MARKER, type CallbackRegistry } from './callbacks.ts';
 import { DISTRIBUTED_MAP_RESOURCE, runDistributedMap, type DistributedMapInput } from './distributed-map.ts';
 import { TaskError, type LocalFunction } from './lambda-host.ts';
-import { DataLimitError, PAYLOAD_LIMIT_BYTES, type RunScope } from './run-scope.ts';
+import { DataLimitError, PAYLOAD_LIMIT_BYTES, type RunScope, stepStats } from './run-scope.ts';
 import type { EmitRuntimeEvent } from './runtime-events.ts';
 import { callSdk, sdkIntegration, type SdkClients } from './sdk-tasks.ts';
 
@@ -47,14 +47,18 @@ export interface TaskRoute {
  * invocation's milliseconds rounded up to 1 ms, and those seconds times its memory size in GiB,
  * as Lambda bills (failed invocations are billed too).
  */
-function invokeBilled(scope: RunScope, deps: TaskDeps, nameOrArn: string, payload: unknown): Promise<unknown> {
+function invokeBilled(scope: RunScope, deps: TaskDeps, state: string, nameOrArn: string, payload: unknown): Promise<unknown> {
   const started = performance.now();
   return deps.invokeFunction(nameOrArn, payload).finally(() => {
     const ms = Math.max(1, Math.ceil(performance.now() - started));
-    const memoryMb = deps.functions.get(nameOrArn)?.memoryMb ?? 128;
+    const gbSeconds = (ms / 1000) * ((deps.functions.get(nameOrArn)?.memoryMb ?? 128) / 1024);
     const stats = scope.record.stats;
     stats.lambdaBilledMs = (stats.lambdaBilledMs ?? 0) + ms;
-    stats.lambdaGbSeconds = (stats.lambdaGbSeconds ?? 0) + (ms / 1000) * (memoryMb / 1024);
+    stats.lambdaGbSeconds = (stats.lambdaGbSeconds ?? 0) + gbSeconds;
+    const step = stepStats(scope.record, state);
+    step.lambdaInvocations += 1;
+    step.lambdaBilledMs += ms;
+    step.lambdaGbSeconds += gbSeconds;
   });
 }
 
@@ -62,16 +66,16 @@ const lambdaFunction: TaskRoute = {
   checked: true,
   handler: (task, scope, deps) => (input) => {
     scope.record.stats.lambdaInvocations++;
-    return invokeBilled(scope, deps, task.resource, input);
+    return invokeBilled(scope, deps, task.name, task.resource, input);
   },
 };
 
 const lambdaInvoke: TaskRoute = {
   checked: true,
-  handler: (_task, scope, deps) => (input) => {
+  handler: (task, scope, deps) => (input) => {
     const { FunctionName, Payload } = input as { FunctionName: string; Payload: unknown };
     scope.record.stats.lambdaInvocations++;
-    return invokeBilled(scope, deps, FunctionName, Payload).then((out) => ({ ExecutedVersion: '$LATEST', Payload: out, StatusCode: 200 }));
+    return invokeBilled(scope, deps, task.name, FunctionName, Payload).then((out) => ({ ExecutedVersion: '$LATEST', Payload: out, StatusCode: 200 }));
   },
 };
 
@@ -88,7 +92,7 @@ const lambdaInvokeWaitForTaskToken: TaskRoute = {
     const withToken = JSON.parse(JSON.stringify(input).split(TASK_TOKEN_MARKER).join(token)) as { FunctionName: string; Payload: unknown };
     record.stats.lambdaInvocations++;
     // Register first, then invoke: a handler may call back before invoke returns.
-    await invokeBilled(scope, deps, withToken.FunctionName, withToken.Payload).catch((error: Error) => {
+    await invokeBilled(scope, deps, task.name, withToken.FunctionName, withToken.Payload).catch((error: Error) => {
       // The Lambda's failure is the task's, unless the token was already answered or timed out.
       deps.callbacks.failIfPending(token, error.name, error.message);
     });
@@ -98,7 +102,7 @@ const lambdaInvokeWaitForTaskToken: TaskRoute = {
 
 const batchSubmitJobSync: TaskRoute = {
   checked: false,
-  handler: (_task, scope, deps) => async (input) => {
+  handler: (task, scope, deps) => async (input) => {
     const p = input as {
       JobName: string;
       JobQueue: string;
@@ -120,7 +124,9 @@ const batchSubmitJobSync: TaskRoute = {
     scope.record.stats.batchJobs++;
     const resources = def.resources ?? { platform: 'FARGATE' as const, vcpus: 0, memoryMiB: 0, gpus: 0 };
     const run = await deps.batch.run(def, p.JobName, overrides, timeout as number | undefined, (seconds) => {
-      scope.record.stats.batch = [...(scope.record.stats.batch ?? []), { job: def.name, ...resources, seconds }];
+      const usage = { job: def.name, ...resources, seconds };
+      scope.record.stats.batch = [...(scope.record.stats.batch ?? []), usage];
+      stepStats(scope.record, task.name).batch.push(usage);
     });
     return {
       JobId: run.jobId,

@@ -30,6 +30,37 @@ export interface BatchJobUsage {
   readonly seconds: number;
 }
 
+/** One step's share of a run's counters (infra/local/execution-records.ts, stats.steps). */
+export interface StepUsage {
+  transitions: number;
+  lambdaInvocations: number;
+  lambdaBilledMs: number;
+  lambdaGbSeconds: number;
+  batch: BatchJobUsage[];
+  /** The cache entries the step stored: one per computation. */
+  stores: number;
+}
+
+/** The step a state belongs to: its name's part before ': ', or '' for the pipeline's own states. */
+export function stepOfState(name: string): string {
+  const at = name.indexOf(': ');
+  return at > 0 ? name.slice(0, at) : '';
+}
+
+export function emptyStepUsage(): StepUsage {
+  return { transitions: 0, lambdaInvocations: 0, lambdaBilledMs: 0, lambdaGbSeconds: 0, batch: [], stores: 0 };
+}
+
+/** A step's counters as a usage (to price with costOf). */
+export function usageOfStep(step: StepUsage): RunUsage {
+  return {
+    transitions: step.transitions,
+    lambda: { invocations: step.lambdaInvocations, billedMs: step.lambdaBilledMs, gbSeconds: step.lambdaGbSeconds },
+    batch: step.batch,
+    claude: [],
+  };
+}
+
 export interface ClaudeUsage {
   readonly model: string;
   readonly inputTokens: number;
@@ -176,4 +207,37 @@ export function usageOfStats(stats: {
     batch: stats.batch ?? [],
     claude: [],
   };
+}
+
+export interface CacheSaving {
+  readonly hits: number;
+  /** Hits whose computing run's counters were found (an older record has none by step). */
+  readonly priced: number;
+  readonly lowUsd: number;
+  readonly highUsd: number;
+}
+
+/**
+ * What a run's cache hits saved: for each hit, the cost of that step in the run that computed
+ * the entry, divided by the computations that step made there (a fan-out's item step stores one
+ * entry per item). A rerun that hits every entry a cold run stored saves that run's cost of
+ * those steps, exactly.
+ */
+export function cacheSaving(
+  hits: readonly { readonly step: string; readonly executionArn: string }[],
+  stepsOf: (executionArn: string) => Readonly<Record<string, StepUsage>> | undefined,
+  table: PriceTable = PRICES,
+): CacheSaving {
+  let lowUsd = 0;
+  let highUsd = 0;
+  let priced = 0;
+  for (const hit of hits) {
+    const step = stepsOf(hit.executionArn)?.[hit.step];
+    if (!step || step.stores === 0) continue;
+    const cost = costOf(usageOfStep(step), table);
+    lowUsd += cost.lowUsd / step.stores;
+    highUsd += cost.highUsd / step.stores;
+    priced += 1;
+  }
+  return { hits: hits.length, priced, lowUsd, highUsd };
 }

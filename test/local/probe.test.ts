@@ -12,7 +12,7 @@ import { DeleteObjectCommand, GetObjectCommand, S3Client } from '@aws-sdk/client
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { LocalRuntime, type ExecutionRecord } from '#infra/local/runtime.ts';
 import { dynamoClient } from '#shared/clients/aws.ts';
-import { costOf, usageOfStats } from '#shared/cost/usage.ts';
+import { cacheSaving, costOf, usageOfStats, usageOfStep } from '#shared/cost/usage.ts';
 import { readOutcomes } from '#shared/fan-out.ts';
 import { cachePartition } from '#shared/table.ts';
 import { getArtifactVersion, listArtifactVersions } from '#shared/artifacts.ts';
@@ -83,6 +83,18 @@ describe('probe pipeline on the embedded runtime', () => {
     assert.ok(warm.highUsd < cold.highUsd, `cached rerun $${warm.highUsd} against cold $${cold.highUsd}`);
     assert.equal(warm.lines.filter((l) => l.item.startsWith('Batch')).length, 0);
     assert.ok(second.stats.statesEntered <= first.stats.statesEntered);
+    // What the cache saved: every cached step hit, each entry computed by the cold run; the
+    // saving is the cold run's cost of exactly those steps.
+    assert.deepEqual(
+      (second.stats.cacheHits ?? []).map((h) => h.step),
+      ['prepare', 'square-item', 'square-item', 'sum', 'publish'],
+    );
+    assert.ok((second.stats.cacheHits ?? []).every((h) => h.executionArn === first.executionArn));
+    const saving = cacheSaving(second.stats.cacheHits ?? [], (arn) => (arn === first.executionArn ? first.stats.steps : undefined));
+    const coldSteps = ['prepare', 'square-item', 'sum', 'publish'].reduce((sum, step) => sum + costOf(usageOfStep(first.stats.steps![step]!)).highUsd, 0);
+    assert.equal(saving.priced, 5);
+    assert.ok(Math.abs(saving.highUsd - coldSteps) < 1e-12, `${saving.highUsd} vs ${coldSteps}`);
+    assert.ok(saving.highUsd > warm.highUsd, 'the rerun saved more than it cost');
   });
 
   it('keys each fan-out item by its own input: one cache entry per item', async () => {

@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { GPU_INSTANCES } from '#pipelines/steps/gpu-instances.ts';
 import { PRICES } from '#shared/cost/prices.ts';
-import { addUsage, costOf, EMPTY_USAGE, formatUsd, type RunUsage } from '#shared/cost/usage.ts';
+import { addUsage, cacheSaving, costOf, EMPTY_USAGE, formatUsd, type RunUsage, usageOfStep } from '#shared/cost/usage.ts';
 import { DEFAULT_CLAUDE_MODEL } from '#shared/clients/anthropic.ts';
 
 const close = (a: number, b: number, what: string) => assert.ok(Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(b)), `${what}: ${a} vs ${b}`);
@@ -43,6 +43,22 @@ describe('cost model', () => {
   it('bills a Batch job at least a minute, as Fargate and EC2 do', () => {
     const cost = costOf({ ...EMPTY_USAGE, batch: [{ job: 'Sum', platform: 'FARGATE', vcpus: 1, memoryMiB: 2048, gpus: 0, seconds: 2 }] });
     close(cost.lowUsd, (60 / 3600) * (0.04048 + 2 * 0.004445), 'two seconds bill as sixty');
+  });
+
+  it("prices a cache hit at its step's cost in the computing run, per computation; a run not on record is not priced", () => {
+    const step = { transitions: 40, lambdaInvocations: 4, lambdaBilledMs: 4000, lambdaGbSeconds: 2, batch: [], stores: 4 };
+    const perHit = costOf(usageOfStep(step)).highUsd / 4;
+    const saving = cacheSaving(
+      [
+        { step: 'item', executionArn: 'cold' },
+        { step: 'item', executionArn: 'cold' },
+        { step: 'item', executionArn: 'gone' },
+      ],
+      (arn) => (arn === 'cold' ? { item: step } : undefined),
+    );
+    assert.deepEqual({ hits: saving.hits, priced: saving.priced }, { hits: 3, priced: 2 });
+    close(saving.highUsd, 2 * perHit, 'two hits of four computations');
+    close(saving.highUsd, (2 * (40 * 0.025e-3 + 4 * 0.2e-6 + 2 * 0.0000166667)) / 4, 'by hand');
   });
 
   it('names what it cannot price and leaves it out of the sums', () => {
