@@ -40,9 +40,10 @@ export interface RunScope {
 
 /** The record's counters of the step `name` belongs to, made on first use. */
 export function stepStats(record: ExecutionRecord, name: string): StepUsage {
-  const steps = (record.stats.steps ??= {});
+  record.stats.steps ??= {};
   const step = stepOfState(name);
-  return (steps[step] ??= emptyStepUsage());
+  record.stats.steps[step] ??= emptyStepUsage();
+  return record.stats.steps[step];
 }
 
 /**
@@ -56,7 +57,7 @@ function countStepState(record: ExecutionRecord, state: { name: string; input?: 
   if (state.name.endsWith(': Cache store')) step.stores += 1;
   if (state.name.endsWith(': Cache hit')) {
     const arn = (state.input as { _step?: { lookup?: { Item?: { executionId?: { S?: string } } } } } | undefined)?._step?.lookup?.Item?.executionId?.S;
-    if (arn) (record.stats.cacheHits ??= []).push({ step: stepOfState(state.name), executionArn: arn });
+    if (arn) record.stats.cacheHits = [...(record.stats.cacheHits ?? []), { step: stepOfState(state.name), executionArn: arn }];
   }
 }
 
