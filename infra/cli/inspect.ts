@@ -58,10 +58,20 @@ export function showLocalRun(dataDir: string, run: string, io: Io): void {
   for (const u of cost.unpriced) io.out(`not priced: ${u}`);
   io.out(`cost on AWS at these figures: ${formatUsd(cost.lowUsd, cost.highUsd)} (${cost.region} prices of ${cost.pricesAsOf}; free tiers not applied)`);
   const byArn = new Map(records.map((r) => [r.executionArn, r.stats.steps]));
-  const saving = cacheSaving(record.stats.cacheHits ?? [], (arn) => byArn.get(arn));
+  const saving = cacheSaving(record.stats.cacheHits ?? [], (arn) => byArn.get(parentExecutionArn(arn)));
   io.out(
-    `cache: ${saving.hits} hits${saving.hits ? `, which saved ${formatUsd(saving.lowUsd, saving.highUsd)} (those steps' cost in the runs that computed them${saving.priced < saving.hits ? `; ${saving.hits - saving.priced} from runs not on record` : ''})` : ''}`,
+    `cache: ${saving.hits} hits${saving.hits ? `, which saved recomputing ${formatUsd(saving.lowUsd, saving.highUsd)} (those steps' cost in the runs that computed them; this run still paid its own states, above${saving.priced < saving.hits ? `; ${saving.hits - saving.priced} from runs not on record` : ''})` : ''}`,
   );
+}
+
+/**
+ * The execution a cache entry names, as the records know it: a local Distributed Map child's id
+ * (`...:mapRun:<machine>:<run>/<state>:<map run>:<index>`) is its parent's execution, whose record
+ * holds the children's counters.
+ */
+export function parentExecutionArn(arn: string): string {
+  if (!arn.includes(':mapRun:')) return arn;
+  return arn.split('/')[0]!.replace(':mapRun:', ':execution:');
 }
 
 export async function listAwsRuns(entry: PipelineEntry, io: Io, sfn = new SFNClient({})): Promise<void> {

@@ -56,7 +56,11 @@ const MODELS: Readonly<Record<string, (config: never, options: PlanOptions) => P
 export interface RunPlan {
   readonly pipeline: string;
   readonly counts: PlanCounts;
-  /** The low end: each Lambda a second, each Batch job a minute. The high end: every timeout. */
+  /**
+   * The low end: each Lambda its least billed millisecond, each Batch job its billed minute, at
+   * spot. The high end: each Lambda and each job at its definition's timeout, on demand, once
+   * (retries, and a timeout a job's submit sets from the config, are not in it).
+   */
   readonly cost: { readonly low: RunCost; readonly high: RunCost };
   /** Each Batch job definition on the path: how many, and its timeout. */
   readonly jobs: readonly { readonly definition: string; readonly count: number; readonly timeoutSeconds: number; readonly platform: string }[];
@@ -82,7 +86,7 @@ export function planRun(entry: PipelineEntry, config: unknown, options: PlanOpti
   for (const [name, n] of Object.entries(counts.lambdaByFunction)) {
     const fn = functions.get(name);
     const gb = (fn?.memoryMb ?? 128) / 1024;
-    gbSecondsLow += n * gb;
+    gbSecondsLow += n * gb * 0.001; // Lambda's least: 1 ms
     gbSecondsHigh += n * gb * (fn?.timeoutSeconds ?? 900);
   }
   const jobs = Object.entries(counts.batchByDefinition).map(([arn, count]) => {
@@ -136,6 +140,6 @@ export function printPlan(plan: RunPlan, io: Io): void {
   const calls = Object.entries(c.serviceCalls);
   if (calls.length) io.out(`service calls: ${calls.map(([k, n]) => `${k} ${n}`).join(', ')}`);
   io.out(
-    `cost on AWS: ${formatUsd(plan.cost.low.lowUsd, plan.cost.high.highUsd)} (low: each Lambda a second and each job a minute, at spot; high: every timeout, on demand; ${plan.cost.low.region} prices of ${plan.cost.low.pricesAsOf})`,
+    `cost on AWS: ${formatUsd(plan.cost.low.lowUsd, plan.cost.high.highUsd)} (low: each Lambda 1 ms and each job its billed minute, at spot; high: each at its definition's timeout, on demand, without retries; ${plan.cost.low.region} prices of ${plan.cost.low.pricesAsOf})`,
   );
 }

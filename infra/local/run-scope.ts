@@ -48,14 +48,15 @@ export function stepStats(record: ExecutionRecord, name: string): StepUsage {
 
 /**
  * A state entered, by step: one transition; a `<step>: Cache store` is one computation; a
- * `<step>: Cache hit` is a hit on an entry another execution computed (its id is in the entry
- * the lookup read, at _step.lookup.Item.executionId).
+ * `<step>: Restore` is a hit on an entry another execution computed (its id is in the entry the
+ * lookup read, at _step.lookup.Item.executionId). Restore, not Cache hit: a hit whose S3 outputs
+ * are gone recomputes the step and never restores, so it saved nothing.
  */
 function countStepState(record: ExecutionRecord, state: { name: string; input?: unknown }): void {
   const step = stepStats(record, state.name);
   step.transitions += 1;
   if (state.name.endsWith(': Cache store')) step.stores += 1;
-  if (state.name.endsWith(': Cache hit')) {
+  if (state.name.endsWith(': Restore')) {
     const arn = (state.input as { _step?: { lookup?: { Item?: { executionId?: { S?: string } } } } } | undefined)?._step?.lookup?.Item?.executionId?.S;
     if (arn) record.stats.cacheHits = [...(record.stats.cacheHits ?? []), { step: stepOfState(state.name), executionArn: arn }];
   }

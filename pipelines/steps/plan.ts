@@ -103,7 +103,7 @@ function walk(graph: AslGraph, model: PlanModel, at: WalkContext, counts: PlanCo
     if (state.Type === 'Parallel') for (const branch of state.Branches ?? []) walk(branch, model, at, counts);
     if (state.Type === 'Choice') {
       const next: string = model.decide(name, state, at);
-      const allowed: (string | undefined)[] = [state.Default, ...(state.Choices ?? []).map((c) => c.Next)];
+      const allowed: string[] = [state.Default, ...(state.Choices ?? []).map((c) => c.Next)].filter((n): n is string => n !== undefined);
       if (!allowed.includes(next)) throw new ConfigError('decide', next, `is not a branch of the Choice state ${JSON.stringify(name)} (${allowed.join(', ')})`);
       name = next;
       continue;

@@ -25,6 +25,8 @@ import type { ManifestRow } from '#shared/video/steps.ts';
 import { type FakeCaptioner, startFakeCaptioner } from '../support/fake-captioner.ts';
 import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
 import { assertPlanMatchesRun } from '../support/plan.ts';
+import { parentExecutionArn } from '#infra/cli/inspect.ts';
+import { cacheSaving, costOf, usageOfStep } from '#shared/cost/usage.ts';
 
 interface RunOutput {
   metrics: Record<string, number>;
@@ -113,6 +115,18 @@ describe('video curation end to end (test size)', () => {
   it('a stricter aesthetic threshold runs no Batch job and keeps a subset', async () => {
     assert.equal(strict.status, 'SUCCEEDED', `${strict.error}: ${strict.cause}`);
     assert.equal(strict.stats.batchJobs, 0);
+    // Its hits inside the Distributed Map name the cold run's child executions; priced through
+    // their parent, every hit is, and the cut and score jobs it did not rerun are in the saving.
+    const hits = strict.stats.cacheHits ?? [];
+    assert.equal(hits.filter((h) => h.step === 'cut').length, 3);
+    assert.ok(
+      hits.every((h) => parentExecutionArn(h.executionArn) === cold.executionArn),
+      JSON.stringify(hits.slice(0, 3)),
+    );
+    const saving = cacheSaving(hits, (arn) => (parentExecutionArn(arn) === cold.executionArn ? cold.stats.steps : undefined));
+    assert.equal(saving.priced, hits.length);
+    const jobs = ['generate', 'cut', 'score'].reduce((sum, step) => sum + costOf(usageOfStep(cold.stats.steps![step]!)).highUsd, 0);
+    assert.ok(saving.highUsd >= jobs - 1e-12, `saving ${saving.highUsd} against the cold run's jobs ${jobs}`);
     const coldKept = (cold.output as RunOutput).metrics.kept!;
     const strictKept = (strict.output as RunOutput).metrics.kept!;
     assert.ok(strictKept < coldKept, `${strictKept} of ${coldKept}`);
