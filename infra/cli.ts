@@ -42,7 +42,7 @@ import { sha256Hex } from '#shared/json.ts';
 import { parseOrThrow } from '#shared/schema.ts';
 import { explainCache } from './cli/cache-explain.ts';
 import { pipelineNamed, resolveConfig } from './cli/config.ts';
-import { planRun, printPlan } from './cli/plan.ts';
+import { planOptionsOf, planWithRange, printPlan, refuseOverLimits } from './cli/plan.ts';
 import { listApprovals, listArtifacts, listAwsRuns, listLocalRuns, showArtifact, showLocalRun } from './cli/inspect.ts';
 import { processIo, type Io } from './cli/output.ts';
 import { runAws } from './cli/run-aws.ts';
@@ -219,9 +219,12 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
         const withLabels = withLabelsFile(withRewards.config, entry, labelsFile);
         const config = withCheckpoint(withLabels.config, entry, values.checkpoint);
         if (values.plan) {
-          printPlan(planRun(entry, config), io);
+          const { plan, low } = planWithRange(entry, config, planOptionsOf(entry, config));
+          printPlan(plan, io, low);
           return 0;
         }
+        // A run whose plan breaks a hard limit of Step Functions is refused here, before it starts.
+        refuseOverLimits(entry, config, planOptionsOf(entry, config));
         if (entry.name === HUMANOID_PIPELINE && values.target !== 'aws' && config.trainer === 'ppo') {
           throw new ConfigError('trainer', 'ppo', 'Brax PPO over MuJoCo MJX runs on the GPU queue on AWS only (--target aws); locally the trainer is ars');
         }

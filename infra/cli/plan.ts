@@ -19,13 +19,24 @@ import { selfPlayPlanModel } from '#pipelines/selfplay/plan.ts';
 import { SELFPLAY_PIPELINE } from '#pipelines/selfplay/stack.ts';
 import { videoPlanModel } from '#pipelines/video/plan.ts';
 import { VIDEO_PIPELINE } from '#pipelines/video/stack.ts';
-import { HISTORY_EVENT_LIMIT } from '#pipelines/steps/history.ts';
-import { type PlanCounts, type PlanModel, planCounts } from '#pipelines/steps/plan.ts';
+import { moleculesPlanModel } from '#pipelines/molecules/plan.ts';
+import { MOLECULES_PIPELINE } from '#pipelines/molecules/stack.ts';
+import { MAX_SHARDS } from '#pipelines/refinery/config.ts';
+import { refineryPlanModel } from '#pipelines/refinery/plan.ts';
+import { REFINERY_PIPELINE } from '#pipelines/refinery/stack.ts';
+import { rewardsPlanModel } from '#pipelines/rewards/plan.ts';
+import { REWARDS_PIPELINE } from '#pipelines/rewards/stack.ts';
+import { MAX_SOURCES } from '#pipelines/video/config.ts';
+import { MAX_SUITE_BENCHMARKS } from '#shared/evals/prepare.ts';
+import { HISTORY_EVENT_BUDGET, HISTORY_EVENT_LIMIT } from '#pipelines/steps/history.ts';
+import { type PayloadPart, type PlanCounts, type PlanModel, planCounts } from '#pipelines/steps/plan.ts';
+import { MAX_JOB_RESULT_BYTES } from '#pipelines/steps/step.ts';
 import { PIPELINE_META } from '#pipelines/steps/pipeline.ts';
 import { costOf, formatUsd, type RunCost, type RunUsage } from '#shared/cost/usage.ts';
 import { ConfigError } from '#shared/errors.ts';
 import type { AslGraph } from '#pipelines/steps/history.ts';
 import { TemplateResolver } from '../local/resolve.ts';
+import { PAYLOAD_LIMIT_BYTES } from '../local/run-scope.ts';
 import { loadFunctions, loadJobDefinitions, synthesize } from '../local/synthesis.ts';
 import type { PipelineEntry } from '../registry.ts';
 import { table, type Io } from './output.ts';
@@ -41,6 +52,12 @@ export interface PlanOptions {
   readonly claudeKey?: boolean;
   /** video with a list of sources: how many it lists. */
   readonly listedSources?: number;
+  /** refinery: the ingested corpus's shards. */
+  readonly shards?: number;
+  /** molecules: the round whose batch is rejected (or times out), ending the loop. */
+  readonly rejectAt?: number;
+  /** rewards: Claude's usable candidates a generation. */
+  readonly candidatesUsed?: number;
 }
 
 const MODELS: Readonly<Record<string, (config: never, options: PlanOptions) => PlanModel>> = {
@@ -51,7 +68,43 @@ const MODELS: Readonly<Record<string, (config: never, options: PlanOptions) => P
   [SAE_PIPELINE]: saePlanModel as (config: never, options: PlanOptions) => PlanModel,
   [HUMANOID_PIPELINE]: humanoidPlanModel as (config: never, options: PlanOptions) => PlanModel,
   [VIDEO_PIPELINE]: videoPlanModel as (config: never, options: PlanOptions) => PlanModel,
+  [REFINERY_PIPELINE]: refineryPlanModel as (config: never, options: PlanOptions) => PlanModel,
+  [MOLECULES_PIPELINE]: moleculesPlanModel as (config: never, options: PlanOptions) => PlanModel,
+  [REWARDS_PIPELINE]: rewardsPlanModel as (config: never, options: PlanOptions) => PlanModel,
 };
+
+/** Where data decides part of a run's work: what decides it, and the options of each end of the range. */
+export interface DataRange {
+  readonly what: string;
+  readonly low: PlanOptions;
+  readonly high: PlanOptions;
+}
+
+const RANGES: Readonly<Record<string, (config: Record<string, unknown>, options: PlanOptions) => DataRange | undefined>> = {
+  [REFINERY_PIPELINE]: (_config, options) =>
+    options.shards === undefined
+      ? { what: `the corpus decides the shards: 1 to ${MAX_SHARDS.toLocaleString('en-US')}`, low: { shards: 1 }, high: { shards: MAX_SHARDS } }
+      : undefined,
+  [MOLECULES_PIPELINE]: (_config, options) =>
+    options.rejectAt === undefined
+      ? { what: 'the approver decides how many rounds run: the first batch rejected, to every batch approved', low: { rejectAt: 0 }, high: {} }
+      : undefined,
+  [REWARDS_PIPELINE]: (config, options) =>
+    config.rewardFiles === undefined && options.candidatesUsed === undefined
+      ? { what: `Claude decides how many of its candidates are usable: 1 to ${String(config.candidates)} a generation`, low: { candidatesUsed: 1 }, high: {} }
+      : undefined,
+};
+
+/** The range data decides for this config and options, or undefined where the config decides everything. */
+export function dataRange(entry: PipelineEntry, config: unknown, options: PlanOptions = {}): DataRange | undefined {
+  return RANGES[entry.name]?.(config as Record<string, unknown>, options);
+}
+
+/** The options of the run's worst case: the high end where data decides, else the options as given. */
+export function worstCase(entry: PipelineEntry, config: unknown, options: PlanOptions = {}): PlanOptions {
+  const range = dataRange(entry, config, options);
+  return range ? { ...options, ...range.high } : options;
+}
 
 export interface RunPlan {
   readonly pipeline: string;
@@ -62,6 +115,12 @@ export interface RunPlan {
    * (retries, and a timeout a job's submit sets from the config, are not in it).
    */
   readonly cost: { readonly low: RunCost; readonly high: RunCost };
+  /**
+   * The largest state the run can hold, in bytes at most: the execution's input, the inline
+   * Maps' result lists at their worst (every item failed or at its largest value), the parts the
+   * pipeline's model names, and STEP_RESULTS_RESERVE for the steps' own results.
+   */
+  readonly payload: { readonly bytes: number; readonly parts: readonly PayloadPart[] };
   /** Each Batch job definition on the path: how many, and its timeout. */
   readonly jobs: readonly { readonly definition: string; readonly count: number; readonly timeoutSeconds: number; readonly platform: string }[];
 }
@@ -70,15 +129,46 @@ export function hasPlanModel(pipeline: string): boolean {
   return pipeline in MODELS;
 }
 
+/**
+ * What the steps' own results add to the largest state, beyond the parts a plan counts: each is
+ * bounded by the pipeline's code (a job's result.json is refused over MAX_JOB_RESULT_BYTES, and
+ * a step keeps a few URIs and figures of it); the end-to-end tests check the bound against the
+ * largest state each run measured.
+ */
+export const STEP_RESULTS_RESERVE = MAX_JOB_RESULT_BYTES;
+
+/** An upload's trigger in the execution input: its bucket, key (S3's 1,024 bytes at most), size, ETag and time. */
+const TRIGGER_BYTES = 1400;
+
+/** The synthesized app of a pipeline, once per process: a plan walks it many times over. */
+const synthesized = new Map<string, { resolver: TemplateResolver; definition: AslGraph }>();
+
+function synthesizedOf(entry: PipelineEntry) {
+  let found = synthesized.get(entry.name);
+  if (!found) {
+    const resolver = new TemplateResolver(synthesize([entry]).stacks);
+    const machine = resolver.resourcesOfType('AWS::StepFunctions::StateMachine').find((m) => m.resource.Metadata?.[PIPELINE_META] === entry.name);
+    if (!machine) throw new ConfigError('pipeline', entry.name, 'has no state machine in the synthesized app');
+    const definition = JSON.parse(String(resolver.resolve(machine.stack, machine.resource.Properties!.DefinitionString))) as AslGraph;
+    found = { resolver, definition };
+    synthesized.set(entry.name, found);
+  }
+  return found;
+}
+
 /** The plan of a cold run of `entry` with `config` (already parsed by the pipeline's schema). */
 export function planRun(entry: PipelineEntry, config: unknown, options: PlanOptions = {}): RunPlan {
   const model = MODELS[entry.name];
   if (!model) throw new ConfigError('--plan', entry.name, `no plan model for this pipeline yet (there is one for: ${Object.keys(MODELS).join(', ')})`);
-  const resolver = new TemplateResolver(synthesize([entry]).stacks);
-  const machine = resolver.resourcesOfType('AWS::StepFunctions::StateMachine').find((m) => m.resource.Metadata?.[PIPELINE_META] === entry.name);
-  if (!machine) throw new ConfigError('pipeline', entry.name, 'has no state machine in the synthesized app');
-  const definition = JSON.parse(String(resolver.resolve(machine.stack, machine.resource.Properties!.DefinitionString))) as AslGraph;
-  const counts = planCounts(definition, model(config as never, { claudeKey: Boolean(process.env.ANTHROPIC_API_KEY), ...options }));
+  const { resolver, definition } = synthesizedOf(entry);
+  const walked = model(config as never, { claudeKey: Boolean(process.env.ANTHROPIC_API_KEY), ...options });
+  const counts = planCounts(definition, walked);
+  const parts: PayloadPart[] = [
+    { what: 'the execution input (the config)', bytes: Buffer.byteLength(JSON.stringify({ config })) + (options.startedByUpload ? TRIGGER_BYTES : 0) },
+    ...Object.entries(counts.mapResults).map(([path, bytes]) => ({ what: `the result list at ${path}`, bytes })),
+    ...(walked.payloadParts?.() ?? []),
+    { what: "the steps' own results (reserve)", bytes: STEP_RESULTS_RESERVE },
+  ];
   const functions = loadFunctions(resolver);
   const definitions = loadJobDefinitions(resolver);
   let gbSecondsLow = 0;
@@ -113,6 +203,7 @@ export function planRun(entry: PipelineEntry, config: unknown, options: PlanOpti
   return {
     pipeline: entry.name,
     counts,
+    payload: { bytes: parts.reduce((n, p) => n + p.bytes, 0), parts },
     cost: { low: costOf(usage(true)), high: costOf(usage(false)) },
     jobs: jobs.map(({ def, count }) => ({
       definition: def.name,
@@ -123,9 +214,29 @@ export function planRun(entry: PipelineEntry, config: unknown, options: PlanOpti
   };
 }
 
-export function printPlan(plan: RunPlan, io: Io): void {
+/** A plan's low end, where data decides part of the run (`plan` is then the high end). */
+export interface PlanLowEnd {
+  readonly what: string;
+  readonly plan: RunPlan;
+}
+
+/** The plan of `config` as the CLI prints it: the high end of a data-decided range, with its low end. */
+export function planWithRange(entry: PipelineEntry, config: unknown, options: PlanOptions = {}): { plan: RunPlan; low?: PlanLowEnd } {
+  const range = dataRange(entry, config, options);
+  if (!range) return { plan: planRun(entry, config, options) };
+  return { plan: planRun(entry, config, { ...options, ...range.high }), low: { what: range.what, plan: planRun(entry, config, { ...options, ...range.low }) } };
+}
+
+export function printPlan(plan: RunPlan, io: Io, low?: PlanLowEnd): void {
   const c = plan.counts;
   io.out(`plan of a cold run of ${plan.pipeline} (nothing run; every cached step a miss, every item a success)`);
+  if (low) {
+    const l = low.plan.counts;
+    io.out(`data decides part of it (${low.what}): below is the high end; the low end has`);
+    io.out(
+      `  ${l.transitions} state transitions, ${l.historyEvents} history events, ${l.lambdaInvocations} Lambda invocations, ${l.batchJobs} Batch jobs, cost from ${formatUsd(low.plan.cost.low.lowUsd, low.plan.cost.low.lowUsd)}`,
+    );
+  }
   io.out(`state transitions: ${c.transitions}`);
   io.out(`history events: ${c.historyEvents} of ${HISTORY_EVENT_LIMIT.toLocaleString('en-US')} (retries add 3 each)`);
   io.out(`Lambda invocations: ${c.lambdaInvocations}`);
@@ -135,6 +246,9 @@ export function printPlan(plan: RunPlan, io: Io): void {
     ['job', 'count', 'on', 'timeout'],
   ))
     io.out(`  ${line}`);
+  io.out(
+    `largest state: ${plan.payload.bytes.toLocaleString('en-US')} bytes at most, of ${PAYLOAD_LIMIT_BYTES.toLocaleString('en-US')} (${plan.payload.parts.map((p) => `${p.what} ${p.bytes.toLocaleString('en-US')}`).join('; ')})`,
+  );
   const maps = Object.entries(c.mapWidths).filter(([, w]) => w > 0);
   if (maps.length) io.out(`Map widths: ${maps.map(([m, w]) => `${m} ${w}`).join(', ')}`);
   const calls = Object.entries(c.serviceCalls);
@@ -142,4 +256,154 @@ export function printPlan(plan: RunPlan, io: Io): void {
   io.out(
     `cost on AWS: ${formatUsd(plan.cost.low.lowUsd, plan.cost.high.highUsd)} (low: each Lambda 1 ms and each job its billed minute, at spot; high: each at its definition's timeout, on demand, without retries; ${plan.cost.low.region} prices of ${plan.cost.low.pricesAsOf})`,
   );
+}
+
+/** A config field that drives a limit, as a count: how to read it, and a config with another count. */
+interface LimitDriver {
+  readonly field: string;
+  value(config: Record<string, unknown>): number;
+  with(config: Record<string, unknown>, value: number): Record<string, unknown>;
+  /** The least value the schema allows. */
+  readonly least: number;
+  /** The field at a value, as a message says it. */
+  say(value: number): string;
+}
+
+/** An array field, driven by its length (a shorter one keeps its first entries, a longer one repeats its last). */
+const arrayDriver = (field: string, least = 1): LimitDriver => ({
+  field,
+  least,
+  say: (n) => `${field} with ${n} entries`,
+  value: (config) => ((config[field] as unknown[] | undefined) ?? []).length,
+  with: (config, n) => {
+    const list = (config[field] as unknown[] | undefined) ?? [];
+    return { ...config, [field]: Array.from({ length: n }, (_, i) => list[Math.min(i, list.length - 1)]) };
+  },
+});
+const numberDriver = (field: string, least: number): LimitDriver => ({
+  field,
+  least,
+  say: (n) => `${field} ${n}`,
+  value: (config) => Number(config[field]),
+  with: (config, n) => ({ ...config, [field]: n }),
+});
+const nestedDriver = (outer: string, inner: LimitDriver): LimitDriver => ({
+  field: `${outer}.${inner.field}`,
+  least: inner.least,
+  say: (n) => `${outer}.${inner.say(n)}`,
+  value: (config) => inner.value((config[outer] ?? {}) as Record<string, unknown>),
+  with: (config, n) => ({ ...config, [outer]: inner.with((config[outer] ?? {}) as Record<string, unknown>, n) }),
+});
+
+/** The config fields that drive each pipeline's plan towards a limit. */
+const DRIVERS: Readonly<Record<string, readonly LimitDriver[]>> = {
+  [PROBE_PIPELINE]: [arrayDriver('items'), numberDriver('padKiB', 0)],
+  [SELFPLAY_PIPELINE]: [numberDriver('generations', 1)],
+  [EVALS_PIPELINE]: [arrayDriver('benchmarks')],
+  [HUMANOID_PIPELINE]: [nestedDriver('replay', arrayDriver('forward'))],
+  [VIDEO_PIPELINE]: [nestedDriver('sources', numberDriver('videos', 1))],
+};
+
+/** A hard limit of Step Functions, as a plan measures it. */
+interface PlanLimit {
+  readonly name: string;
+  readonly planned: (plan: RunPlan) => number;
+  readonly allowed: number;
+  readonly unit: string;
+  readonly why: string;
+}
+
+export const PLAN_LIMITS: readonly PlanLimit[] = [
+  {
+    name: 'history events',
+    planned: (plan) => plan.counts.historyEvents,
+    allowed: HISTORY_EVENT_BUDGET,
+    unit: 'history events',
+    why: `Step Functions fails an execution past ${HISTORY_EVENT_LIMIT.toLocaleString('en-US')} events; a tenth is left for retries`,
+  },
+  {
+    name: 'payload',
+    planned: (plan) => plan.payload.bytes,
+    allowed: PAYLOAD_LIMIT_BYTES,
+    unit: 'bytes of state',
+    why: 'Step Functions fails a state whose input or output passes 256 KiB',
+  },
+];
+
+export interface LimitBreach {
+  readonly limit: string;
+  readonly planned: number;
+  readonly allowed: number;
+  /** The config field that drives it, its value, and the largest value that fits (null: none does). */
+  readonly driver?: { readonly field: string; readonly value: number; readonly largestFitting: number | null; readonly fitting?: string };
+  readonly message: string;
+}
+
+/** The hard limits `config`'s plan breaks, each with the field that drives it and the largest value that fits. */
+export function limitBreaches(entry: PipelineEntry, config: unknown, options: PlanOptions = {}, plan = planRun(entry, config, options)): LimitBreach[] {
+  const breaches: LimitBreach[] = [];
+  for (const limit of PLAN_LIMITS) {
+    const planned = limit.planned(plan);
+    if (planned <= limit.allowed) continue;
+    const fits = (c: Record<string, unknown>) => limit.planned(planRun(entry, c, options)) <= limit.allowed;
+    const base = config as Record<string, unknown>;
+    // The first driver whose change alone brings the plan within the limit, searched by halving.
+    let driver: LimitBreach['driver'];
+    for (const d of DRIVERS[entry.name] ?? []) {
+      const value = d.value(base);
+      if (!(value > d.least)) continue;
+      if (!fits(d.with(base, d.least))) {
+        driver ??= { field: d.field, value, largestFitting: null };
+        continue;
+      }
+      let lo = d.least;
+      let hi = value;
+      while (hi - lo > 1) {
+        const mid = Math.floor((lo + hi) / 2);
+        if (fits(d.with(base, mid))) lo = mid;
+        else hi = mid;
+      }
+      driver = { field: d.field, value, largestFitting: lo, fitting: d.say(lo) };
+      break;
+    }
+    const what = `its plan reaches ${planned.toLocaleString('en-US')} ${limit.unit}, over the ${limit.allowed.toLocaleString('en-US')} allowed (${limit.why})`;
+    const fix = driver
+      ? driver.largestFitting === null
+        ? `; no value of ${driver.field} alone brings it within`
+        : `; the largest that fits is ${driver.fitting}`
+      : '; no single field of the config drives it';
+    breaches.push({ limit: limit.name, planned, allowed: limit.allowed, ...(driver ? { driver } : {}), message: `${what}${fix}` });
+  }
+  return breaches;
+}
+
+/**
+ * Refuses a run whose plan breaks a hard limit, before anything starts: the error names the
+ * field that drives it (or the config) and the largest value that fits. Pipelines without a plan
+ * model pass (their schemas bound them).
+ */
+export function refuseOverLimits(entry: PipelineEntry, config: unknown, options: PlanOptions = {}): RunPlan | undefined {
+  if (!hasPlanModel(entry.name)) return undefined;
+  const worst = worstCase(entry, config, options);
+  const plan = planRun(entry, config, worst);
+  const [breach] = limitBreaches(entry, config, worst, plan);
+  if (breach) {
+    throw new ConfigError(
+      breach.driver ? `config.${breach.driver.field}` : 'config',
+      breach.driver?.value ?? null,
+      `is refused before the run starts: ${breach.message}`,
+    );
+  }
+  return plan;
+}
+
+/**
+ * What the CLI tells a plan beyond the config: evals with `benchmarks: null` plan for the largest
+ * suite a run takes (the registry decides when the run starts); a video `list` plans for the most
+ * sources a list may hold.
+ */
+export function planOptionsOf(entry: PipelineEntry, config: Record<string, unknown>): PlanOptions {
+  if (entry.name === EVALS_PIPELINE && config.benchmarks === null) return { registeredBenchmarks: MAX_SUITE_BENCHMARKS };
+  if (entry.name === VIDEO_PIPELINE && (config.sources as { kind?: string } | undefined)?.kind === 'list') return { listedSources: MAX_SOURCES };
+  return {};
 }

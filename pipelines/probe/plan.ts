@@ -11,6 +11,9 @@ export function probePlanModel(config: z.output<typeof ProbeConfig>, options: { 
   return coldModel({
     pipeline: 'probe',
     startedByUpload: options.startedByUpload,
+    // prepare's output keeps the items (6 characters each at most: "-1000,"), its URIs and keys
+    // (about 1,000 bytes) and the drill's padding.
+    payloadParts: () => [{ what: "prepare's output: the items and padKiB of padding", bytes: config.padKiB * 1024 + 6 * config.items.length + 1000 }],
     mapItems: (name) => (name === 'square: Items' || name === 'recheck: Items' ? config.items.length : undefined),
     decide(name, state) {
       switch (name) {

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { LEARNING_RATE_SCHEDULES, TRAINING_GROUPS } from '#shared/selfplay/league-doc.ts';
-import { HISTORY_EVENT_LIMIT } from '#pipelines/steps/history.ts';
+import { HISTORY_EVENT_BUDGET, HISTORY_EVENT_LIMIT } from '#pipelines/steps/history.ts';
 
 const even = (what: string) => (n: number) => n % 2 === 0 || `${what} must be even, so that each side moves first in exactly half of the games`;
 const evenInt = (min: number, max: number, what: string) =>
@@ -51,11 +51,8 @@ export const leagueMatches = (generations: number): number => (generations * (ge
 export const leagueHistoryEvents = (generations: number): number =>
   LEAGUE_HISTORY.start + LEAGUE_HISTORY.end + generations * LEAGUE_HISTORY.generation + leagueMatches(generations) * LEAGUE_HISTORY.match;
 
-/**
- * The events a league may plan for: a tenth of the 25,000 a Standard execution holds is left
- * for retries (each retried attempt of a step records 3 more events).
- */
-export const LEAGUE_HISTORY_BUDGET = Math.floor(HISTORY_EVENT_LIMIT * 0.9);
+/** The events a league may plan for: every run's budget (a tenth of the 25,000 is left for retries). */
+export const LEAGUE_HISTORY_BUDGET = HISTORY_EVENT_BUDGET;
 
 /** The most generations whose league fits the budget (25: 22,143 events; 26 would record 23,725). */
 export const MAX_GENERATIONS = (() => {

@@ -46,6 +46,12 @@ export const EXECUTION_EVENTS = 2;
 /** Standard workflows' hard limit of events per execution. */
 export const HISTORY_EVENT_LIMIT = 25_000;
 
+/**
+ * The events a run may plan for: a tenth of the 25,000 is left for retries (each retried attempt
+ * of a step records 3 more events).
+ */
+export const HISTORY_EVENT_BUDGET = Math.floor(HISTORY_EVENT_LIMIT * 0.9);
+
 export interface PathOptions {
   /**
    * Iterations of each Map state on the path, by state name (inner Maps included). A Map the

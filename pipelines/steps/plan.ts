@@ -30,7 +30,29 @@ export interface PlanModel {
   decide(name: string, state: AslState, at: WalkContext): string;
   /** The items a Map state iterates over on this walk. */
   mapItems(name: string, state: AslState, at: WalkContext): number;
+  /**
+   * The most bytes one item's record takes in an inline Map's result list, where it may be more
+   * than a fan-out's record (S3_RECORD_BYTES): a larger inline value or failure item.
+   */
+  recordBytes?(name: string, state: AslState): number | undefined;
+  /** The parts of the state the config drives beyond the config and the Maps' result lists. */
+  payloadParts?(): readonly PayloadPart[];
 }
+
+/** A part of the state whose size the config decides, in bytes at most. */
+export interface PayloadPart {
+  readonly what: string;
+  readonly bytes: number;
+}
+
+/**
+ * The most bytes a fan-out's record takes, failed or not: a success is `{ok: true, uri}` (about
+ * 290: a URI of at most 269 characters under runs/<pipeline>/<execution>/<step>/items/) or
+ * `{ok: true, value}` with a value the pipeline bounds; a failure is `{ok: false, error,
+ * causeUri, item}`: an Error of at most 256 characters, its cause's URI (269), about 570 with
+ * the punctuation, leaving 30 for a failure's `item` (a model says more where its items are larger).
+ */
+export const S3_RECORD_BYTES = 600;
 
 export interface PlanCounts {
   transitions: number;
@@ -45,6 +67,11 @@ export interface PlanCounts {
   serviceCalls: Record<string, number>;
   /** The widest iteration of each Map state. */
   mapWidths: Record<string, number>;
+  /**
+   * The result lists inline Maps write into the state, by ResultPath: the most bytes over the
+   * walk (a Map in a loop writes the same path each time).
+   */
+  mapResults: Record<string, number>;
 }
 
 const LAMBDA_INVOKE = /^arn:aws[\w-]*:states:::lambda:invoke(\.waitForTaskToken)?$/;
@@ -67,6 +94,7 @@ export function planCounts(graph: AslGraph, model: PlanModel): PlanCounts {
     batchByDefinition: {},
     serviceCalls: {},
     mapWidths: {},
+    mapResults: {},
   };
   walk(graph, model, { items: [] }, counts);
   return counts;
@@ -93,6 +121,12 @@ function walk(graph: AslGraph, model: PlanModel, at: WalkContext, counts: PlanCo
       // A Distributed Map's iterations are child executions with histories of their own: they
       // are billed, but they do not count against the parent's 25,000 events.
       const distributed = (processor as { ProcessorConfig?: { Mode?: string } }).ProcessorConfig?.Mode === 'DISTRIBUTED';
+      const resultPath: string | null | undefined = (state as { ResultPath?: string | null }).ResultPath;
+      if (!distributed && resultPath !== null) {
+        const record = model.recordBytes?.(name, state) ?? S3_RECORD_BYTES;
+        const path = resultPath ?? '$';
+        counts.mapResults[path] = Math.max(counts.mapResults[path] ?? 0, items * record);
+      }
       for (let index = 0; index < items; index++) {
         const before = counts.historyEvents;
         counts.historyEvents += 2;
@@ -138,6 +172,10 @@ export interface ColdModelSpec {
   decide?(name: string, state: AslState, at: WalkContext): string | undefined;
   /** A run an upload started (the trigger's defaults); the CLI's runs are not. */
   readonly startedByUpload?: boolean;
+  /** As PlanModel.recordBytes. */
+  recordBytes?(name: string, state: AslState): number | undefined;
+  /** As PlanModel.payloadParts. */
+  payloadParts?(): readonly PayloadPart[];
 }
 
 /**
@@ -153,6 +191,8 @@ export function coldModel(spec: ColdModelSpec): PlanModel {
   const lastWidth = new Map<string, number>();
   const first = (state: AslState) => state.Choices![0]!.Next;
   return {
+    ...(spec.recordBytes ? { recordBytes: spec.recordBytes.bind(spec) } : {}),
+    ...(spec.payloadParts ? { payloadParts: spec.payloadParts.bind(spec) } : {}),
     decide(name, state, at) {
       const own = spec.decide?.(name, state, at);
       if (own !== undefined) return own;

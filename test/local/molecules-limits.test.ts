@@ -15,6 +15,7 @@ import { pipelineNamed } from '#infra/cli/config.ts';
 import { s3Client } from '#shared/clients/aws.ts';
 import { buildDefaultPool, MAX_POOL_ID_CHARS } from '#shared/molecules/pool.ts';
 import { MAX_S3_URI_CHARS } from '#shared/schema.ts';
+import { planRun } from '#infra/cli/plan.ts';
 import { MoleculesConfig } from '#pipelines/molecules/config.ts';
 import { MOLECULES_PIPELINE } from '#pipelines/molecules/stack.ts';
 import { decide, runAnswering } from '../support/approvals.ts';
@@ -24,6 +25,7 @@ describe('molecular discovery at its limits, every oracle job failing', () => {
   let rt: LocalRuntime;
   let run: { record: ExecutionRecord; emails: ParsedEmail[] };
   let page = '';
+  let config: MoleculesConfig;
 
   before(
     async () => {
@@ -48,7 +50,7 @@ describe('molecular discovery at its limits, every oracle job failing', () => {
         ...Array.from({ length: 5 }, (_, i) => `${String.fromCharCode(65 + i)}${'(C'.repeat(50_000)}`),
       ];
       await s3Client().send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: lines.join('\n') }));
-      const config = MoleculesConfig.parse({
+      config = MoleculesConfig.parse({
         pool: { uri: `s3://${bucket}/${key}`, maxSubstituents: 2, maxHeavyAtoms: 100 },
         sampleSize: 100,
         hitPercent: 50,
@@ -82,5 +84,9 @@ describe('molecular discovery at its limits, every oracle job failing', () => {
     const { largestState } = run.record.stats;
     console.log(`molecules at its limits, every job failing: largest state ${largestState.bytes} bytes (${largestState.name})`);
     assert.ok(largestState.bytes < 128 * 1024, `${largestState.name}: ${largestState.bytes} bytes`);
+    // The plan's bound of the largest state (its worst case) holds at the limits, every record a failure.
+    const plan = planRun(pipelineNamed(MOLECULES_PIPELINE), config);
+    console.log(`molecules at its limits: the plan's bound ${plan.payload.bytes} bytes`);
+    assert.ok(largestState.bytes <= plan.payload.bytes, `${largestState.bytes} > ${plan.payload.bytes}`);
   });
 });

@@ -23,6 +23,7 @@ import { MOLECULES_SIZES, MoleculesConfig } from '#pipelines/molecules/config.ts
 import { DISCOVERY_ARTIFACT, MOLECULES_PIPELINE } from '#pipelines/molecules/stack.ts';
 import { startTestRuntime, stopTestRuntime, type ParsedEmail } from '../support/runtime.ts';
 import { decide, runAnswering } from '../support/approvals.ts';
+import { assertPlanMatchesRun } from '../support/plan.ts';
 
 interface RunOutput {
   campaignUri: string;
@@ -79,6 +80,8 @@ describe('molecular discovery on the embedded runtime (test size)', () => {
     const { record, emails } = cold;
     assert.equal(record.status, 'SUCCEEDED', `${record.error}: ${record.cause}`);
     assert.equal(emails.length, 1 + config.rounds, 'one email per oracle batch');
+    // Every batch approved: the high end of the plan's range, exactly.
+    assertPlanMatchesRun(MOLECULES_PIPELINE, config, record);
     const out = record.output as RunOutput;
     const campaign = await readCampaign(out.campaignUri);
     const s = campaignSummary(campaign);

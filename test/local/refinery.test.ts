@@ -22,6 +22,7 @@ import { decodeShard } from '#shared/refinery/shards.ts';
 import type { RefineryFigures } from '#shared/refinery/report.ts';
 import { hiddenScore, startFakeLabeler, type FakeLabeler } from '../support/fake-labeler.ts';
 import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
+import { assertPlanMatchesRun } from '../support/plan.ts';
 
 /** Word problems long enough for 13-gram decontamination (prompt + answer of 13 words or more). */
 const BENCHMARK_ROWS = Array.from({ length: 12 }, (_, i) => ({
@@ -120,6 +121,8 @@ describe('corpus refinery end to end (test size)', () => {
     assert.ok(cold.stats.largestState.bytes < 32 * 1024, JSON.stringify(cold.stats.largestState));
     const a = figures.accounting;
     assert.ok(a.addsUp, JSON.stringify(a));
+    // The corpus decided the shards: given their count, the plan is exact.
+    assertPlanMatchesRun(REFINERY_PIPELINE, config, cold, { shards: Math.ceil(a.documents / config.shardDocuments) });
     assert.equal(a.kept + a.filtered + a.decontaminated + a.exact + a.near + a.belowThreshold, a.documents);
     assert.ok(a.documents >= config.sample!, `${a.documents} documents`);
     // Every contaminated document removed, naming its benchmark item; no clean one removed for it.

@@ -13,6 +13,7 @@ import assert from 'node:assert/strict';
 import type { ExecutionRecord, LocalRuntime } from '#infra/local/runtime.ts';
 import { pipelineNamed } from '#infra/cli/config.ts';
 import { sandboxAvailable } from '#infra/local/sandbox.ts';
+import { planRun } from '#infra/cli/plan.ts';
 import { RewardsConfig } from '#pipelines/rewards/config.ts';
 import { REWARD_ARTIFACT, REWARDS_PIPELINE } from '#pipelines/rewards/stack.ts';
 import { MAX_SOURCE_CHARS } from '#shared/rewards/propose.ts';
@@ -37,6 +38,7 @@ const range = (from: number, n: number) => Array.from({ length: n }, (_, i) => f
 describe('reward search at the schema limits, every candidate failing', { skip }, () => {
   let rt: LocalRuntime;
   let record: ExecutionRecord;
+  let config: RewardsConfig;
   const sources = range(0, 16).map(hostileSource);
   const settings = {
     trainSeeds: range(1, 10),
@@ -55,7 +57,7 @@ describe('reward search at the schema limits, every candidate failing', { skip }
       const rewardFiles = await Promise.all(
         sources.map(async (s, i) => ({ name: `${'c'.repeat(37)}-${String(i).padStart(2, '0')}`, sha256: await writeRewardSource(ctx, s) })),
       );
-      const config = RewardsConfig.parse({ ...settings, rewardFiles });
+      config = RewardsConfig.parse({ ...settings, rewardFiles });
       record = await rt.startExecution(REWARDS_PIPELINE, { config }).done;
       // 163 sandboxed jobs: about 7 minutes on 2 cores, longer beside other tests.
     },
@@ -97,6 +99,11 @@ describe('reward search at the schema limits, every candidate failing', { skip }
     console.log(`largest state: ${largestState.bytes} bytes (${largestState.name})`);
     assert.ok(largestState.bytes < 128 * 1024, `${largestState.name}: ${largestState.bytes} bytes`);
     assert.equal(record.stats.batchJobs, 163);
+    // The plan's bound of the largest state holds at the limits, every record a failure.
+    const plan = planRun(pipelineNamed(REWARDS_PIPELINE), config);
+    console.log(`the plan's bound: ${plan.payload.bytes} bytes`);
+    assert.ok(largestState.bytes <= plan.payload.bytes, `${largestState.bytes} > ${plan.payload.bytes}`);
+    assert.equal(plan.counts.batchJobs, 163);
   });
 
   it('fails at once, naming the file, when a reward file was never uploaded', async () => {

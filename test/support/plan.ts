@@ -1,6 +1,7 @@
 /**
  * The check every pipeline's end-to-end test makes of its cold run: the plan of the same config
- * (infra/cli/plan.ts) counted the same state transitions, Lambda invocations and Batch jobs.
+ * (infra/cli/plan.ts) counted the same state transitions, Lambda invocations and Batch jobs, and
+ * its largest state stayed within the plan's bound.
  */
 import assert from 'node:assert/strict';
 import { pipelineNamed } from '#infra/cli/config.ts';
@@ -13,5 +14,11 @@ export function assertPlanMatchesRun(pipeline: string, config: unknown, record: 
     { transitions: plan.counts.transitions, lambdaInvocations: plan.counts.lambdaInvocations, batchJobs: plan.counts.batchJobs },
     { transitions: record.stats.statesEntered, lambdaInvocations: record.stats.lambdaInvocations, batchJobs: record.stats.batchJobs },
     `the plan of ${pipeline}'s cold run against the run's own counters`,
+  );
+  // The plan's largest state is a bound: the run's largest state measured stays within it.
+  const { largestState } = record.stats;
+  assert.ok(
+    largestState.bytes <= plan.payload.bytes,
+    `${pipeline}: the largest state measured, ${largestState.bytes} bytes (${largestState.name}), passes the plan's bound of ${plan.payload.bytes}`,
   );
 }

@@ -53,6 +53,15 @@ describe('cli: errors', () => {
     const league = capture();
     assert.equal(await main(['run', 'selfplay', '--size', 'test', '--plan'], league.io), 0, league.text());
     assert.match(league.text(), /Map widths: matches: Items \d+/);
+    assert.match(plan.text(), /largest state: [\d,]+ bytes at most, of 262,144 \(the execution input/);
+    // A config past a limit is refused before anything starts: no runtime, no run.
+    const over = capture();
+    assert.equal(await main(['run', 'probe', '--config', '{"items":[2,3],"padKiB":300}'], over.io), 1);
+    assert.match(
+      over.text(),
+      /config\.padKiB: is refused before the run starts: its plan reaches [\d,]+ bytes of state, over the 262,144 allowed .*the largest that fits is padKiB \d+ \(got 300\)/,
+    );
+    assert.doesNotMatch(over.text(), /local runtime ready/);
     const none = capture();
     assert.equal(await main(['run', 'refinery', '--plan'], none.io), 1);
     assert.match(

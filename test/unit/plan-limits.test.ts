@@ -1,20 +1,23 @@
 /**
  * The limits, from the plans: the widest config each modelled pipeline's schema accepts plans a
  * cold run within Step Functions' 25,000 history events (the Distributed Map's items are child
- * executions, outside the parent's history), and the league's schema bound, a worst case over
+ * executions, outside the parent's history) and a largest state within 256 KiB; a config past a
+ * limit is refused before it starts, naming the field and the largest value that fits; and the league's schema bound, a worst case over
  * every path, is never below its plan's cold path.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { pipelineNamed } from '#infra/cli/config.ts';
-import { planRun } from '#infra/cli/plan.ts';
+import { limitBreaches, planRun, refuseOverLimits, STEP_RESULTS_RESERVE } from '#infra/cli/plan.ts';
+import { PAYLOAD_LIMIT_BYTES } from '#infra/local/run-scope.ts';
+import { ConfigError } from '#shared/errors.ts';
 import { EvalsConfig } from '#pipelines/evals/config.ts';
 import { HumanoidConfig, HUMANOID_SIZES, MAX_REPLAY_COMMANDS } from '#pipelines/humanoid/config.ts';
 import { LM_SFT_SIZES, LmSftConfig } from '#pipelines/lm-sft/config.ts';
 import { ProbeConfig } from '#pipelines/probe/config.ts';
 import { MAX_SAES, SAE_SIZES, SaeConfig } from '#pipelines/sae/config.ts';
 import { LEAGUE_HISTORY_BUDGET, leagueHistoryEvents, MAX_GENERATIONS, SELFPLAY_SIZES, SelfPlayConfig } from '#pipelines/selfplay/config.ts';
-import { HISTORY_EVENT_LIMIT } from '#pipelines/steps/history.ts';
+import { HISTORY_EVENT_BUDGET, HISTORY_EVENT_LIMIT } from '#pipelines/steps/history.ts';
 import { MAX_GENERATED_VIDEOS, VIDEO_SIZES, VideoConfig } from '#pipelines/video/config.ts';
 
 const widest: [string, unknown, object?][] = [
@@ -35,10 +38,13 @@ const widest: [string, unknown, object?][] = [
 
 describe('plans against the limits', () => {
   for (const [pipeline, config, options] of widest) {
-    it(`${pipeline}: the widest valid config plans within the 25,000 history events`, () => {
+    it(`${pipeline}: the widest valid config plans within the 25,000 history events and the 256 KiB state`, () => {
       const plan = planRun(pipelineNamed(pipeline), config, options);
       assert.ok(plan.counts.historyEvents <= HISTORY_EVENT_LIMIT, `${plan.counts.historyEvents} events`);
       assert.ok(plan.counts.transitions > 0);
+      assert.ok(plan.payload.bytes <= PAYLOAD_LIMIT_BYTES, `${plan.payload.bytes} bytes`);
+      assert.deepEqual(limitBreaches(pipelineNamed(pipeline), config, options, plan), []);
+      assert.ok(refuseOverLimits(pipelineNamed(pipeline), config, options), 'the run is let through, with its plan');
     });
   }
 
@@ -63,5 +69,58 @@ describe('plans against the limits', () => {
       refused.error!.issues[0]!.message,
       new RegExp(`must be at most ${MAX_GENERATIONS}: .* history events, over the .* a run plans for \\(Step Functions fails an execution past 25,000\\)`),
     );
+  });
+
+  it('a league too long for the history is refused before it starts, naming generations and the largest that fits', () => {
+    const league = pipelineNamed('selfplay');
+    const base = SelfPlayConfig.parse(SELFPLAY_SIZES.test);
+    const over = { ...base, generations: 40 };
+    assert.throws(
+      () => refuseOverLimits(league, over),
+      (e: unknown) =>
+        e instanceof ConfigError &&
+        e.field === 'config.generations' &&
+        e.value === 40 &&
+        /refused before the run starts: its plan reaches [\d,]+ history events, over the 22,500 allowed \(Step Functions fails an execution past 25,000 events; a tenth is left for retries\); the largest that fits is generations (\d+)/.test(
+          e.message,
+        ),
+    );
+    const [breach] = limitBreaches(league, over);
+    const largest = breach!.driver!.largestFitting!;
+    // The largest that fits does, and one more does not.
+    assert.ok(planRun(league, { ...base, generations: largest }).counts.historyEvents <= HISTORY_EVENT_BUDGET);
+    assert.ok(planRun(league, { ...base, generations: largest + 1 }).counts.historyEvents > HISTORY_EVENT_BUDGET);
+    // The schema's bound, from its worst case over every path under the same budget, is within it.
+    assert.ok(MAX_GENERATIONS <= largest, `${MAX_GENERATIONS} > ${largest}`);
+  });
+
+  it('a state over 256 KiB is refused before it starts, naming the field that drives it and the largest that fits', () => {
+    const probe = pipelineNamed('probe');
+    const padded = ProbeConfig.parse({ items: [43], padKiB: 300 });
+    assert.throws(
+      () => refuseOverLimits(probe, padded),
+      (e: unknown) =>
+        e instanceof ConfigError &&
+        e.field === 'config.padKiB' &&
+        /its plan reaches [\d,]+ bytes of state, over the 262,144 allowed \(Step Functions fails a state whose input or output passes 256 KiB\); the largest that fits is padKiB \d+/.test(
+          e.message,
+        ),
+    );
+    const largest = limitBreaches(probe, padded)[0]!.driver!.largestFitting!;
+    assert.ok(planRun(probe, { ...padded, padKiB: largest }).payload.bytes <= PAYLOAD_LIMIT_BYTES);
+    assert.ok(planRun(probe, { ...padded, padKiB: largest + 1 }).payload.bytes > PAYLOAD_LIMIT_BYTES);
+    // A fan-out whose result list passes the limit with the padding: the item count is the first driver.
+    const wide = ProbeConfig.parse({ items: Array.from({ length: 200 }, (_, i) => i), padKiB: 100 });
+    const [breach] = limitBreaches(probe, wide);
+    assert.equal(breach!.limit, 'payload');
+    assert.equal(breach!.driver!.field, 'items');
+    const fits = breach!.driver!.largestFitting!;
+    assert.ok(fits > 0 && fits < 200);
+    assert.ok(planRun(probe, { ...wide, items: wide.items.slice(0, fits) }).payload.bytes <= PAYLOAD_LIMIT_BYTES);
+    assert.ok(planRun(probe, { ...wide, items: wide.items.slice(0, fits + 1) }).payload.bytes > PAYLOAD_LIMIT_BYTES);
+    // The plan's parts: the fan-out's records and the padding, and the reserve for the steps' own results.
+    const parts = planRun(probe, wide).payload.parts;
+    assert.ok(parts.some((p) => p.what === 'the result list at $.steps.square' && p.bytes === 200 * 600));
+    assert.ok(parts.some((p) => p.bytes === STEP_RESULTS_RESERVE));
   });
 });

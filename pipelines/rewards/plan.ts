@@ -1,0 +1,50 @@
+/**
+ * The reward search's plan model (pipelines/steps/plan.ts): `generations` generations (one with
+ * reward files), each training every candidate on every training seed (then grading it), and the
+ * final: the winner and both baselines on every final training seed. Claude decides how many of
+ * its candidates are usable: the cold plan has all of them, `candidatesUsed` fewer (the low end
+ * of the range has one a generation).
+ */
+import { coldModel, type PlanModel } from '#pipelines/steps/plan.ts';
+import type { RewardsConfig } from './config.ts';
+
+export interface RewardsPlanOptions {
+  readonly startedByUpload?: boolean;
+  /** Usable candidates a generation; default: all the config asks for. */
+  readonly candidatesUsed?: number;
+}
+
+/** The final trains the winner and the two baselines. */
+const FINALISTS = 3;
+
+export function rewardsPlanModel(config: RewardsConfig, options: RewardsPlanOptions = {}): PlanModel {
+  const candidates = config.rewardFiles ? config.rewardFiles.length : (options.candidatesUsed ?? config.candidates);
+  const generations = config.rewardFiles ? 1 : config.generations;
+  let generation = 0;
+  let final = false;
+  return coldModel({
+    pipeline: 'rewards',
+    startedByUpload: options.startedByUpload,
+    mapItems(name) {
+      if (name !== 'runs: Items') return undefined;
+      return final ? FINALISTS * config.finalTrainSeeds.length : candidates * config.trainSeeds.length;
+    },
+    decide(name, state) {
+      const rules = (state.Choices ?? []).map((c) => c.Next);
+      switch (name) {
+        case 'Search or final?':
+          if (final) return rules[0];
+          generation += 1;
+          return state.Default;
+        case 'More generations?':
+          if (generation >= generations) {
+            final = true;
+            return rules[0];
+          }
+          return state.Default;
+        default:
+          return undefined;
+      }
+    },
+  });
+}
