@@ -44,7 +44,7 @@ describe('cli: errors', () => {
     assert.match(ppo.text(), /trainer: Brax PPO over MuJoCo MJX runs on the GPU queue on AWS only \(--target aws\)/);
   });
 
-  it("--plan prints a cold run's counts and cost without running it; a pipeline with no plan model yet says so", async () => {
+  it("--plan prints a cold run's counts and cost without running it, a range where data decides", async () => {
     const plan = capture();
     assert.equal(await main(['run', 'probe', '--plan', '--config', '{"items":[2,3]}'], plan.io), 0, plan.text());
     assert.match(plan.text(), /state transitions: 78\nhistory events: \d+ of 25,000/);
@@ -62,12 +62,14 @@ describe('cli: errors', () => {
       /config\.padKiB: is refused before the run starts: its plan reaches [\d,]+ bytes of state, over the 262,144 allowed .*the largest that fits is padKiB \d+ \(got 300\)/,
     );
     assert.doesNotMatch(over.text(), /local runtime ready/);
-    const none = capture();
-    assert.equal(await main(['run', 'refinery', '--plan'], none.io), 1);
+    // Where data decides part of the run, the plan gives both ends of the range.
+    const refinery = capture();
+    assert.equal(await main(['run', 'refinery', '--size', 'test', '--plan'], refinery.io), 0, refinery.text());
     assert.match(
-      none.text(),
-      /--plan: no plan model for this pipeline yet \(there is one for: probe, selfplay, evals, lm-sft, sae, humanoid, video\) \(got "refinery"\)/,
+      refinery.text(),
+      /data decides part of it \(the corpus decides the shards: 1 to 5,000\): below is the high end; the low end has\n {2}\d+ state transitions/,
     );
+    assert.match(refinery.text(), /Map widths: filter: Items 5000, score: Items 5000/);
   });
 
   it('reward search without an Anthropic key says so and offers reward files; reward files are checked', async () => {
