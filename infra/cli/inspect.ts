@@ -4,8 +4,10 @@ import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { getArtifactVersion, lineageOf, listArtifactNames, listArtifactVersions, type LineageNode } from '#shared/artifacts.ts';
 import { dynamoClient } from '#shared/clients/aws.ts';
 import { cacheSaving, costOf, formatUsd, usageOfStats } from '#shared/cost/usage.ts';
+import { pipelineNamed } from './config.ts';
+import { planOptionsOf, planWithRange } from './plan.ts';
 import { ConfigError } from '#shared/errors.ts';
-import { listExecutionRecords } from '../local/runtime.ts';
+import { type ExecutionRecord, listExecutionRecords } from '../local/runtime.ts';
 import type { PipelineEntry } from '../registry.ts';
 import { table, type Io } from './output.ts';
 import { deployedStateMachine } from './run-aws.ts';
@@ -45,6 +47,11 @@ export function showLocalRun(dataDir: string, run: string, io: Io): void {
   io.out(`largest state: ${record.stats.largestState.bytes} bytes (${record.stats.largestState.name || '-'}; limit 262,144)`);
   io.out(`Lambda: ${usage.lambda.invocations} invocations, ${usage.lambda.billedMs} ms billed, ${usage.lambda.gbSeconds.toFixed(3)} GB-s`);
   io.out(`Batch: ${usage.batch.length} jobs, ${usage.batch.reduce((a, j) => a + j.seconds, 0).toFixed(1)} s`);
+  for (const c of usage.claude)
+    io.out(
+      `Claude ${c.model}: ${c.inputTokens} input, ${c.outputTokens} output, ${c.cacheReadTokens} cache-read and ${c.cacheWriteTokens} cache-write tokens (the API's usage fields)`,
+    );
+  io.out(planLine(record));
   for (const line of table(
     cost.lines.map((l) => ({
       item: l.item,
@@ -162,4 +169,20 @@ export async function listApprovals(where: { table: string }, io: Io): Promise<v
     }))
     .sort((a, b) => (String(a.created) < String(b.created) ? 1 : -1));
   for (const line of table(rows, ['id', 'pipeline', 'title', 'state', 'created', 'expires', 'decided'])) io.out(line);
+}
+
+/** The plan of the run's config beside its actuals: what a cold run of it plans, or why there is none. */
+function planLine(record: ExecutionRecord): string {
+  const config = (record.input as { config?: Record<string, unknown> } | undefined)?.config;
+  if (!config) return 'plan: none (the run was started without a config: an upload, whose trigger fills it in)';
+  try {
+    const entry = pipelineNamed(record.pipeline);
+    const { plan, low } = planWithRange(entry, config, planOptionsOf(entry, config));
+    const c = plan.counts;
+    const range = (l: number | undefined, h: number) => (l === undefined || l === h ? `${h}` : `${l}-${h}`);
+    return `plan of a cold run of this config${low ? ` (${low.what})` : ''}: ${range(low?.plan.counts.transitions, c.transitions)} state transitions, ${range(low?.plan.counts.lambdaInvocations, c.lambdaInvocations)} Lambda invocations, ${range(low?.plan.counts.batchJobs, c.batchJobs)} Batch jobs (a cached step or a failed item makes the actuals differ)`;
+  } catch (error) {
+    if (error instanceof ConfigError) return `plan: none (${error.message})`;
+    throw error;
+  }
 }

@@ -6,7 +6,7 @@
 import { existsSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
-import type { BatchJobUsage, StepUsage } from '#shared/cost/usage.ts';
+import type { BatchJobUsage, ClaudeUsage, StepUsage } from '#shared/cost/usage.ts';
 
 export type ExecutionStatus = 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'TIMED_OUT' | 'ABORTED';
 
@@ -36,6 +36,8 @@ export interface ExecutionRecord {
     lambdaGbSeconds?: number;
     /** Every Batch job's seconds and what it asks for on AWS. */
     batch?: BatchJobUsage[];
+    /** Claude tokens by model, from the `claudeUsage` of the run's Lambda responses. */
+    claude?: ClaudeUsage[];
     /**
      * The same figures by step: the part of a state's name before ': ' (`sum: Run job` is step
      * `sum`; a state without one is the pipeline's own), with the times the step stored a result

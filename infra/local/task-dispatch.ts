@@ -8,6 +8,7 @@
  * - direct S3 and DynamoDB integrations (`aws-sdk:<service>:<action>`, `dynamodb:<action>`);
  * - a Distributed Map, lowered to a Task of its own (distributed-map.ts).
  */
+import { addClaude, claudeUsageOf } from '#shared/cost/usage.ts';
 import { jsonByteLength } from '#shared/json.ts';
 import type { TaskRef } from './asl-prepass.ts';
 import type { BatchHost, LocalJobDefinition } from './batch-host.ts';
@@ -49,17 +50,28 @@ export interface TaskRoute {
  */
 function invokeBilled(scope: RunScope, deps: TaskDeps, state: string, nameOrArn: string, payload: unknown): Promise<unknown> {
   const started = performance.now();
-  return deps.invokeFunction(nameOrArn, payload).finally(() => {
-    const ms = Math.max(1, Math.ceil(performance.now() - started));
-    const gbSeconds = (ms / 1000) * ((deps.functions.get(nameOrArn)?.memoryMb ?? 128) / 1024);
-    const stats = scope.record.stats;
-    stats.lambdaBilledMs = (stats.lambdaBilledMs ?? 0) + ms;
-    stats.lambdaGbSeconds = (stats.lambdaGbSeconds ?? 0) + gbSeconds;
-    const step = stepStats(scope.record, state);
-    step.lambdaInvocations += 1;
-    step.lambdaBilledMs += ms;
-    step.lambdaGbSeconds += gbSeconds;
-  });
+  return deps
+    .invokeFunction(nameOrArn, payload)
+    .then((out) => {
+      const claude = claudeUsageOf(out);
+      if (claude.length) {
+        scope.record.stats.claude = addClaude(scope.record.stats.claude ?? [], claude);
+        const step = stepStats(scope.record, state);
+        step.claude = addClaude(step.claude ?? [], claude);
+      }
+      return out;
+    })
+    .finally(() => {
+      const ms = Math.max(1, Math.ceil(performance.now() - started));
+      const gbSeconds = (ms / 1000) * ((deps.functions.get(nameOrArn)?.memoryMb ?? 128) / 1024);
+      const stats = scope.record.stats;
+      stats.lambdaBilledMs = (stats.lambdaBilledMs ?? 0) + ms;
+      stats.lambdaGbSeconds = (stats.lambdaGbSeconds ?? 0) + gbSeconds;
+      const step = stepStats(scope.record, state);
+      step.lambdaInvocations += 1;
+      step.lambdaBilledMs += ms;
+      step.lambdaGbSeconds += gbSeconds;
+    });
 }
 
 const lambdaFunction: TaskRoute = {

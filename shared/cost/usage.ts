@@ -39,6 +39,8 @@ export interface StepUsage {
   batch: BatchJobUsage[];
   /** The cache entries the step stored: one per computation. */
   stores: number;
+  /** Claude tokens by model, from the API's usage fields (absent in older records). */
+  claude?: ClaudeUsage[];
 }
 
 /** The step a state belongs to: its name's part before ': ', or '' for the pipeline's own states. */
@@ -57,8 +59,36 @@ export function usageOfStep(step: StepUsage): RunUsage {
     transitions: step.transitions,
     lambda: { invocations: step.lambdaInvocations, billedMs: step.lambdaBilledMs, gbSeconds: step.lambdaGbSeconds },
     batch: step.batch,
-    claude: [],
+    claude: step.claude ?? [],
   };
+}
+
+/**
+ * Where a Lambda that called Claude says what the calls used: a `claudeUsage` list at the top of
+ * its response, one entry per model, summed from the API's usage fields (failed attempts
+ * included). The runtime adds it to the run's counters; on AWS it is in the execution history.
+ */
+export const CLAUDE_USAGE_FIELD = 'claudeUsage';
+
+/** The `claudeUsage` of a Lambda's response, checked; [] when it has none. */
+export function claudeUsageOf(response: unknown): ClaudeUsage[] {
+  const list = (response as Record<string, unknown> | null | undefined)?.[CLAUDE_USAGE_FIELD];
+  if (!Array.isArray(list)) return [];
+  const count = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : 0);
+  return list
+    .filter((u): u is Record<string, unknown> => !!u && typeof u === 'object' && typeof (u as { model?: unknown }).model === 'string')
+    .map((u) => ({
+      model: String(u.model),
+      inputTokens: count(u.inputTokens),
+      outputTokens: count(u.outputTokens),
+      cacheReadTokens: count(u.cacheReadTokens),
+      cacheWriteTokens: count(u.cacheWriteTokens),
+    }));
+}
+
+/** Claude usages summed by model. */
+export function addClaude(a: readonly ClaudeUsage[], b: readonly ClaudeUsage[]): ClaudeUsage[] {
+  return addUsage({ ...EMPTY_USAGE, claude: a }, { ...EMPTY_USAGE, claude: b }).claude as ClaudeUsage[];
 }
 
 export interface ClaudeUsage {
@@ -200,12 +230,13 @@ export function usageOfStats(stats: {
   readonly lambdaBilledMs?: number;
   readonly lambdaGbSeconds?: number;
   readonly batch?: readonly BatchJobUsage[];
+  readonly claude?: readonly ClaudeUsage[];
 }): RunUsage {
   return {
     transitions: stats.statesEntered,
     lambda: { invocations: stats.lambdaInvocations, billedMs: stats.lambdaBilledMs ?? 0, gbSeconds: stats.lambdaGbSeconds ?? 0 },
     batch: stats.batch ?? [],
-    claude: [],
+    claude: stats.claude ?? [],
   };
 }
 

@@ -4,6 +4,7 @@
  * Each handler parses its event with the step's request schema (its root names the step in
  * errors) and the loop's config with LoopConfig (root `config`), then calls the step.
  */
+import { CLAUDE_USAGE_FIELD } from '#shared/cost/usage.ts';
 import pMap from 'p-map';
 import { z } from 'zod';
 import { ConfigError } from '../errors.ts';
@@ -181,13 +182,17 @@ export async function proposeStep(ctx: StoreContext, request: ProposeRequest, co
     candidates = result.candidates.map((c) => ({ ...c, origin: 'claude' as const }));
     usage = { generation, ...result.usage };
   }
-  return stageProposal(ctx, {
+  const staged = await stageProposal(ctx, {
     phase: 'search',
     generation,
     candidates,
     items: itemsFor(candidates, config, { train: config.trainSeeds, grade: config.gradeSeeds }),
     ...(usage ? { usage } : {}),
   });
+  // What Claude's calls used, for the run's counters (shared/cost/usage.ts).
+  if (!usage) return staged;
+  const { generation: _, ...tokens } = usage;
+  return { ...staged, [CLAUDE_USAGE_FIELD]: [{ model: config.model, ...tokens }] };
 }
 
 /** The staged proposal in the state: only its document's URI is read. */

@@ -5,6 +5,7 @@
  * their verdicts, the graded history fed back, and the final comparing the winner with both
  * baselines on the same seeds. Then reward files are evaluated without asking Claude.
  */
+import { costOf, usageOfStats } from '#shared/cost/usage.ts';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -255,6 +256,24 @@ describe('reward search on the embedded runtime (test size)', { skip }, () => {
     assert.match(history, /generation 1, height[^#]*training curve \(the job's own log, not graded\): seed 1: step \d+ return -?\d+ success \d+%/);
     assert.match(history, /generation 1, never-returns: mean success 0\.00; sandbox verdict: the sandbox stopped the job: wall limit/);
     assert.doesNotMatch(history, /selfEvaluation/);
+    // The run's counters hold the tokens of both answers, from the API's usage fields, priced by model.
+    const sum = (f: (u: (typeof fake.usages)[number]) => number) => fake.usages.reduce((n, u) => n + f(u), 0);
+    assert.deepEqual(record.stats.claude, [
+      {
+        model: config.model,
+        inputTokens: sum((u) => u.input_tokens),
+        outputTokens: sum((u) => u.output_tokens),
+        cacheReadTokens: sum((u) => u.cache_read_input_tokens),
+        cacheWriteTokens: sum((u) => u.cache_creation_input_tokens),
+      },
+    ]);
+    assert.ok(sum((u) => u.cache_read_input_tokens) > 0);
+    const priced = costOf(usageOfStats(record.stats)).lines.filter((l) => l.item.includes(config.model));
+    assert.ok(priced.length > 0 && priced.every((l) => l.lowUsd > 0), JSON.stringify(priced));
+    assert.equal(
+      record.stats.steps?.propose?.claude?.[0]?.inputTokens,
+      sum((u) => u.input_tokens),
+    );
   });
 
   it('evaluates reward files without asking Claude', async () => {

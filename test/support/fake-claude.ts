@@ -10,6 +10,8 @@ import type { AddressInfo } from 'node:net';
 export interface FakeClaude {
   readonly url: string;
   readonly requests: { headers: Record<string, string | string[] | undefined>; body: Record<string, unknown> }[];
+  /** The usage fields of every answer given, in order. */
+  readonly usages: { input_tokens: number; output_tokens: number; cache_read_input_tokens: number; cache_creation_input_tokens: number }[];
   /** Queue the next replies: objects become the reply's JSON text; `{status, body}` an HTTP error. */
   reply(...outputs: unknown[]): void;
   close(): Promise<void>;
@@ -18,6 +20,7 @@ export interface FakeClaude {
 export async function startFakeClaude(): Promise<FakeClaude> {
   const queue: unknown[] = [];
   const requests: FakeClaude['requests'] = [];
+  const usages: FakeClaude['usages'] = [];
   const cached = new Set<string>();
   const server: Server = createServer((req, res) => {
     let raw = '';
@@ -54,6 +57,13 @@ export async function startFakeClaude(): Promise<FakeClaude> {
         }
       }
       const text = typeof next === 'string' ? next : JSON.stringify(next);
+      const usage = {
+        input_tokens: Math.ceil(raw.length / 4) - cacheRead,
+        output_tokens: Math.ceil(text.length / 4),
+        cache_read_input_tokens: cacheRead,
+        cache_creation_input_tokens: cacheWrite,
+      };
+      usages.push(usage);
       res.writeHead(200, { 'content-type': 'application/json', 'request-id': `req_fake_${requests.length}` }).end(
         JSON.stringify({
           id: `msg_fake_${requests.length}`,
@@ -63,12 +73,7 @@ export async function startFakeClaude(): Promise<FakeClaude> {
           content: [{ type: 'text', text }],
           stop_reason: 'end_turn',
           stop_sequence: null,
-          usage: {
-            input_tokens: Math.ceil(raw.length / 4) - cacheRead,
-            output_tokens: Math.ceil(text.length / 4),
-            cache_read_input_tokens: cacheRead,
-            cache_creation_input_tokens: cacheWrite,
-          },
+          usage,
         }),
       );
     });
@@ -78,6 +83,7 @@ export async function startFakeClaude(): Promise<FakeClaude> {
   return {
     url: `http://127.0.0.1:${port}`,
     requests,
+    usages,
     reply: (...outputs) => queue.push(...outputs),
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };

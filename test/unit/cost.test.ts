@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { GPU_INSTANCES } from '#pipelines/steps/gpu-instances.ts';
 import { PRICES } from '#shared/cost/prices.ts';
-import { addUsage, cacheSaving, costOf, EMPTY_USAGE, formatUsd, type RunUsage, usageOfStep } from '#shared/cost/usage.ts';
+import { addClaude, addUsage, cacheSaving, claudeUsageOf, costOf, EMPTY_USAGE, formatUsd, type RunUsage, usageOfStep } from '#shared/cost/usage.ts';
 import { DEFAULT_CLAUDE_MODEL } from '#shared/clients/anthropic.ts';
 
 const close = (a: number, b: number, what: string) => assert.ok(Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(b)), `${what}: ${a} vs ${b}`);
@@ -107,5 +107,25 @@ describe('cost model', () => {
       assert.match(price.source, /^https:\/\//, model);
       assert.ok(price.cacheReadPerMTok < price.inputPerMTok && price.inputPerMTok < price.outputPerMTok, model);
     }
+  });
+
+  it("reads a Lambda response's claudeUsage, keeping counts only, and sums it by model", () => {
+    assert.deepEqual(claudeUsageOf({ proposalUri: 's3://b/k' }), []);
+    assert.deepEqual(claudeUsageOf(null), []);
+    assert.deepEqual(claudeUsageOf({ claudeUsage: 'lots' }), []);
+    const read = claudeUsageOf({
+      claudeUsage: [
+        { model: DEFAULT_CLAUDE_MODEL, inputTokens: 1000, outputTokens: 200, cacheReadTokens: 5000, cacheWriteTokens: 0 },
+        { model: DEFAULT_CLAUDE_MODEL, inputTokens: -4, outputTokens: 'x', cacheReadTokens: Number.NaN },
+        { inputTokens: 9 },
+      ],
+    });
+    assert.equal(read.length, 2, 'an entry without a model is dropped');
+    assert.deepEqual(read[1], { model: DEFAULT_CLAUDE_MODEL, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 });
+    const summed = addClaude([], read);
+    assert.deepEqual(summed, [{ model: DEFAULT_CLAUDE_MODEL, inputTokens: 1000, outputTokens: 200, cacheReadTokens: 5000, cacheWriteTokens: 0 }]);
+    // Priced at the table's rates: $2 / $10 / $0.10 per million for input, output and cache reads.
+    const cost = costOf({ ...EMPTY_USAGE, claude: summed });
+    assert.ok(Math.abs(cost.lowUsd - (1000 * 2 + 200 * 10 + 5000 * 0.1) / 1e6) < 1e-12, String(cost.lowUsd));
   });
 });
