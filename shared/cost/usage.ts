@@ -86,6 +86,15 @@ export function claudeUsageOf(response: unknown): ClaudeUsage[] {
     }));
 }
 
+/** The `claudeUsage` field a Lambda's response carries: `usage` (the API's usage fields summed) for `model`. */
+export function claudeUsageField(
+  model: string,
+  usage: { readonly inputTokens: number; readonly outputTokens: number; readonly cacheReadTokens: number; readonly cacheWriteTokens: number },
+): { [CLAUDE_USAGE_FIELD]: ClaudeUsage[] } {
+  const { inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens } = usage;
+  return { [CLAUDE_USAGE_FIELD]: [{ model, inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens }] };
+}
+
 /** Claude usages summed by model. */
 export function addClaude(a: readonly ClaudeUsage[], b: readonly ClaudeUsage[]): ClaudeUsage[] {
   return addUsage({ ...EMPTY_USAGE, claude: a }, { ...EMPTY_USAGE, claude: b }).claude as ClaudeUsage[];

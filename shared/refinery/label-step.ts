@@ -9,6 +9,7 @@
  * Strata: a document's source, the part of its id before the first ':' (`python-doc`, `man`,
  * `fortune`, `mix` in the local corpus), else its URL's host, else one stratum.
  */
+import { claudeUsageField } from '#shared/cost/usage.ts';
 import { z } from 'zod';
 import pMap from 'p-map';
 import { readObjectBytes } from '../clients/aws.ts';
@@ -105,6 +106,8 @@ export async function labelStep(ctx: LabelContext, raw: unknown) {
 
   let labels: Label[];
   let summary: Record<string, unknown>;
+  // What Claude's calls used, for the run's counters (shared/cost/usage.ts).
+  let claudeUsage: ReturnType<typeof claudeUsageField> | undefined;
   let wanted: string[];
   const file = settings.fileSha256 ? `s3://${ctx.bucket}/${labelFileKey(ctx.pipeline, settings.fileSha256)}` : null;
   if (file) {
@@ -134,6 +137,7 @@ export async function labelStep(ctx: LabelContext, raw: unknown) {
       { model: settings.model, concurrency: settings.concurrency, maxChars: settings.maxChars },
     );
     labels = run.labels;
+    claudeUsage = claudeUsageField(settings.model, run.usage);
     const price = settings.price ?? undefined;
     const unlabelledByReason: Record<string, number> = {};
     for (const u of run.unlabelled) unlabelledByReason[u.reason] = (unlabelledByReason[u.reason] ?? 0) + 1;
@@ -192,6 +196,7 @@ export async function labelStep(ctx: LabelContext, raw: unknown) {
       { Bucket: labelsFile.Bucket, Key: labelsFile.Key },
       { Bucket: summaryDoc.Bucket, Key: summaryDoc.Key },
     ],
+    ...(claudeUsage ?? {}),
   };
 }
 

@@ -4,7 +4,7 @@
  * Each handler parses its event with the step's request schema (its root names the step in
  * errors) and the loop's config with LoopConfig (root `config`), then calls the step.
  */
-import { CLAUDE_USAGE_FIELD } from '#shared/cost/usage.ts';
+import { claudeUsageField } from '#shared/cost/usage.ts';
 import pMap from 'p-map';
 import { z } from 'zod';
 import { ConfigError } from '../errors.ts';
@@ -190,9 +190,7 @@ export async function proposeStep(ctx: StoreContext, request: ProposeRequest, co
     ...(usage ? { usage } : {}),
   });
   // What Claude's calls used, for the run's counters (shared/cost/usage.ts).
-  if (!usage) return staged;
-  const { generation: _, ...tokens } = usage;
-  return { ...staged, [CLAUDE_USAGE_FIELD]: [{ model: config.model, ...tokens }] };
+  return usage ? { ...staged, ...claudeUsageField(config.model, usage) } : staged;
 }
 
 /** The staged proposal in the state: only its document's URI is read. */

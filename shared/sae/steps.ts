@@ -11,6 +11,7 @@
  * - label: the chosen SAE's feature contexts labelled by the explainer.
  * - detect: each label scored for detection on held-out contexts, with a mismatched-label control.
  */
+import { claudeUsageField } from '#shared/cost/usage.ts';
 import { z } from 'zod';
 import { CORPUS_MANIFEST, copySource, getArtifactVersion } from '../artifacts.ts';
 import { CopyObjectCommand } from '@aws-sdk/client-s3';
@@ -189,6 +190,7 @@ export async function labelStep(ctx: SaeStepContext, raw: unknown) {
     labelled: run.labels.length,
     unlabelled: run.unlabelled.length,
     s3Outputs: [s3Out(written)],
+    ...('stats' in run && run.stats ? claudeUsageField(request.model, run.stats.usage) : {}),
   };
 }
 
@@ -232,6 +234,7 @@ export async function detectStep(ctx: SaeStepContext, raw: unknown) {
     own: report.own?.mean ?? null,
     control: report.control?.mean ?? null,
     s3Outputs: [s3Out(written)],
+    ...(claude ? claudeUsageField(request.model, claude.stats().usage) : {}),
   };
 }
 

@@ -14,6 +14,7 @@
  * - caption-store: the VLM job's captions stored per clip.
  * - package: the artifact's files: the kept clips, manifest.jsonl and ATTRIBUTION.txt.
  */
+import { claudeUsageField } from '#shared/cost/usage.ts';
 import pMap from 'p-map';
 import { z } from 'zod';
 import { HeadObjectCommand } from '@aws-sdk/client-s3';
@@ -428,7 +429,7 @@ export async function captionClaudeStep(ctx: VideoStepContext, raw: unknown) {
   const captions = new Map(run.captions.map((c) => [c.id, c.caption]));
   const reasons = new Map(run.missing.map((m) => [m.id, `${m.reason} after ${m.attempts} attempts: ${m.detail}`]));
   const stored = await storeCaptions(ctx, plan.clips, captions, 'claude', plan.model, reasons);
-  return { ...stored, requests: run.stats.requests, retries: run.stats.retries };
+  return { ...stored, requests: run.stats.requests, retries: run.stats.retries, ...claudeUsageField(plan.model, run.stats.usage) };
 }
 
 // ---------------------------------------------------------------------------------------------

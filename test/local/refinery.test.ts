@@ -162,6 +162,19 @@ describe('corpus refinery end to end (test size)', () => {
     assert.ok(scored.length >= 60 && new Set(scored.map((r) => r.document)).size === scored.length, `${scored.length} documents labelled`);
     assert.ok(fake.peakInFlight > 1 && fake.peakInFlight <= config.labels.concurrency, `peak ${fake.peakInFlight}`);
     for (const r of scored.slice(0, 20)) assert.equal(r.score, hiddenScore(r.document));
+    // The cold run's counters hold every answer's usage fields (the rerun asked nothing).
+    const answered = fake.requests.slice(0, callsBeforeFile).filter((r) => r.usage);
+    const sum = (f: (u: NonNullable<(typeof answered)[number]['usage']>) => number) => answered.reduce((n, r) => n + f(r.usage!), 0);
+    assert.deepEqual(cold.stats.claude, [
+      {
+        model: config.labels.model,
+        inputTokens: sum((u) => u.input_tokens),
+        outputTokens: sum((u) => u.output_tokens),
+        cacheReadTokens: sum((u) => u.cache_read_input_tokens),
+        cacheWriteTokens: sum((u) => u.cache_creation_input_tokens),
+      },
+    ]);
+    assert.equal(rerun.stats.claude, undefined);
   });
 
   it('a new threshold reruns only curate and the report: no Batch job, no Claude call', async () => {
