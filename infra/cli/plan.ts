@@ -21,8 +21,8 @@ import { videoPlanModel } from '#pipelines/video/plan.ts';
 import { VIDEO_PIPELINE } from '#pipelines/video/stack.ts';
 import { moleculesPlanModel } from '#pipelines/molecules/plan.ts';
 import { MOLECULES_PIPELINE } from '#pipelines/molecules/stack.ts';
-import { MAX_SHARDS } from '#pipelines/refinery/config.ts';
-import { refineryPlanModel } from '#pipelines/refinery/plan.ts';
+import type { RefineryConfig } from '#pipelines/refinery/config.ts';
+import { refineryMaxShards, refineryPlanModel } from '#pipelines/refinery/plan.ts';
 import { REFINERY_PIPELINE } from '#pipelines/refinery/stack.ts';
 import { rewardsPlanModel } from '#pipelines/rewards/plan.ts';
 import { REWARDS_PIPELINE } from '#pipelines/rewards/stack.ts';
@@ -81,10 +81,11 @@ export interface DataRange {
 }
 
 const RANGES: Readonly<Record<string, (config: Record<string, unknown>, options: PlanOptions) => DataRange | undefined>> = {
-  [REFINERY_PIPELINE]: (_config, options) =>
-    options.shards === undefined
-      ? { what: `the corpus decides the shards: 1 to ${MAX_SHARDS.toLocaleString('en-US')}`, low: { shards: 1 }, high: { shards: MAX_SHARDS } }
-      : undefined,
+  [REFINERY_PIPELINE]: (config, options) => {
+    if (options.shards !== undefined) return undefined;
+    const most = refineryMaxShards(config as unknown as RefineryConfig);
+    return { what: `the corpus decides the shards: 1 to ${most.toLocaleString('en-US')}`, low: { shards: 1 }, high: { shards: most } };
+  },
   [MOLECULES_PIPELINE]: (_config, options) =>
     options.rejectAt === undefined
       ? { what: 'the approver decides how many rounds run: the first batch rejected, to every batch approved', low: { rejectAt: 0 }, high: {} }

@@ -2,16 +2,28 @@
  * The corpus refinery's plan model (pipelines/steps/plan.ts): the filter and score Distributed
  * Maps run one child per shard. The corpus decides how many documents there are (a sample's
  * count, plus the injected test material, or the whole corpus), so the shards are an option;
- * without it the plan is a range, from one shard to MAX_SHARDS (ingest refuses more).
+ * without it the plan is a range, from one shard to refineryMaxShards.
  */
 import { coldModel, type PlanModel } from '#pipelines/steps/plan.ts';
 import { ConfigError } from '#shared/errors.ts';
-import type { RefineryConfig } from './config.ts';
+import { MAX_SHARDS, type RefineryConfig } from './config.ts';
 
 export interface RefineryPlanOptions {
   readonly startedByUpload?: boolean;
   /** Shards of the ingested corpus. */
   readonly shards?: number;
+}
+
+/**
+ * The most shards a config can make: a sample's documents (at most `sample`, with injection at
+ * most 5 % spam and 5 % near-duplicates more, at least 8 and 5: shared/refinery/inject.ts; a
+ * contaminated document takes a real one's place), in shards of `shardDocuments`; the whole
+ * corpus's otherwise, which ingest bounds at MAX_SHARDS.
+ */
+export function refineryMaxShards(config: RefineryConfig): number {
+  if (config.sample === null) return MAX_SHARDS;
+  const documents = config.inject ? Math.ceil(config.sample * 1.1) + 13 : config.sample;
+  return Math.min(MAX_SHARDS, Math.ceil(documents / config.shardDocuments));
 }
 
 export function refineryPlanModel(_config: RefineryConfig, options: RefineryPlanOptions = {}): PlanModel {

@@ -23,6 +23,7 @@ import type { RefineryFigures } from '#shared/refinery/report.ts';
 import { hiddenScore, startFakeLabeler, type FakeLabeler } from '../support/fake-labeler.ts';
 import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
 import { assertPlanMatchesRun } from '../support/plan.ts';
+import { refineryMaxShards } from '#pipelines/refinery/plan.ts';
 
 /** Word problems long enough for 13-gram decontamination (prompt + answer of 13 words or more). */
 const BENCHMARK_ROWS = Array.from({ length: 12 }, (_, i) => ({
@@ -122,7 +123,9 @@ describe('corpus refinery end to end (test size)', () => {
     const a = figures.accounting;
     assert.ok(a.addsUp, JSON.stringify(a));
     // The corpus decided the shards: given their count, the plan is exact.
-    assertPlanMatchesRun(REFINERY_PIPELINE, config, cold, { shards: Math.ceil(a.documents / config.shardDocuments) });
+    const shards = Math.ceil(a.documents / config.shardDocuments);
+    assert.ok(shards <= refineryMaxShards(config), `${shards} shards, over the plan's range`);
+    assertPlanMatchesRun(REFINERY_PIPELINE, config, cold, { shards });
     assert.equal(a.kept + a.filtered + a.decontaminated + a.exact + a.near + a.belowThreshold, a.documents);
     assert.ok(a.documents >= config.sample!, `${a.documents} documents`);
     // Every contaminated document removed, naming its benchmark item; no clean one removed for it.

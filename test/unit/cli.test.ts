@@ -67,9 +67,9 @@ describe('cli: errors', () => {
     assert.equal(await main(['run', 'refinery', '--size', 'test', '--plan'], refinery.io), 0, refinery.text());
     assert.match(
       refinery.text(),
-      /data decides part of it \(the corpus decides the shards: 1 to 5,000\): below is the high end; the low end has\n {2}\d+ state transitions/,
+      /data decides part of it \(the corpus decides the shards: 1 to 5\): below is the high end; the low end has\n {2}\d+ state transitions/,
     );
-    assert.match(refinery.text(), /Map widths: filter: Items 5000, score: Items 5000/);
+    assert.match(refinery.text(), /Map widths: filter: Items 5, score: Items 5/);
   });
 
   it('reward search without an Anthropic key says so and offers reward files; reward files are checked', async () => {
