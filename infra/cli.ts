@@ -5,7 +5,7 @@
  *   frontier run [pipeline] [--smoke|--full|--size NAME] [--config FILE|JSON] [--name NAME] [--target local|aws] [--verbose]
  *   frontier run [pipeline] ... --plan   (the run's plan and cost from its config; nothing runs)
  *   frontier runs [pipeline] [--target local|aws]
- *   frontier runs show RUN
+ *   frontier runs show RUN [--target local|aws]
  *   frontier artifacts list [NAME] | artifacts show NAME[@VERSION]
  *   frontier approvals list
  *   frontier cache explain [pipeline] [STEP]
@@ -43,7 +43,7 @@ import { parseOrThrow } from '#shared/schema.ts';
 import { explainCache } from './cli/cache-explain.ts';
 import { pipelineNamed, resolveConfig } from './cli/config.ts';
 import { planOptionsOf, planWithRange, printPlan, refuseOverLimits } from './cli/plan.ts';
-import { listApprovals, listArtifacts, listAwsRuns, listLocalRuns, showArtifact, showLocalRun } from './cli/inspect.ts';
+import { listApprovals, listArtifacts, listAwsRuns, listLocalRuns, showArtifact, showAwsRun, showLocalRun } from './cli/inspect.ts';
 import { processIo, type Io } from './cli/output.ts';
 import { runAws } from './cli/run-aws.ts';
 import { runLocal } from './cli/run-local.ts';
@@ -58,7 +58,7 @@ const USAGE = `usage:
   frontier run refinery --labels-file FILE.jsonl   (quality labels {id, score, reason?} instead of Claude's)
   frontier run humanoid --checkpoint s3://.../checkpoint.json   (continue a run's training; publishes nothing)
   frontier runs [pipeline] [--target local|aws]
-  frontier runs show RUN                (a local run: its counters and their cost on AWS)
+  frontier runs show RUN [--target aws] (a run's counters, its plan and their cost on AWS; on AWS, RUN is the execution ARN)
   frontier artifacts list [NAME]
   frontier artifacts show NAME[@VERSION]
   frontier approvals list
@@ -241,8 +241,8 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
       case 'runs':
         if (rest[0] === 'show') {
           if (!rest[1]) throw new ConfigError('runs show', undefined, 'needs the RUN to show (its name, as `frontier runs` lists it)');
-          if (values.target === 'aws') throw new ConfigError('target', 'aws', '`runs show` reads local runs only for now');
-          showLocalRun(dataDir, rest[1], io);
+          if (values.target === 'aws') await showAwsRun(rest[1], io);
+          else showLocalRun(dataDir, rest[1], io);
           return 0;
         }
         if (values.target === 'aws') await listAwsRuns(pipelineNamed(rest[0]), io);

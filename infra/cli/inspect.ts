@@ -1,13 +1,19 @@
 /** The CLI's read commands: runs, artifacts (with lineage), approvals. */
-import { ListExecutionsCommand, SFNClient } from '@aws-sdk/client-sfn';
+import { DescribeExecutionCommand, ListExecutionsCommand, SFNClient } from '@aws-sdk/client-sfn';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { getArtifactVersion, lineageOf, listArtifactNames, listArtifactVersions, type LineageNode } from '#shared/artifacts.ts';
 import { dynamoClient } from '#shared/clients/aws.ts';
-import { cacheSaving, costOf, formatUsd, usageOfStats } from '#shared/cost/usage.ts';
+import { BatchClient } from '@aws-sdk/client-batch';
+import { CloudFormationClient } from '@aws-sdk/client-cloudformation';
+import { LambdaClient } from '@aws-sdk/client-lambda';
+import { cacheSaving, costOf, formatUsd, type RunCost, type RunUsage, usageOfStats } from '#shared/cost/usage.ts';
+import { MissingDeploymentError } from '#shared/errors.ts';
+import { PIPELINES } from '../registry.ts';
+import { awsRunUsage, type AwsUsageClients } from './aws-usage.ts';
 import { pipelineNamed } from './config.ts';
-import { planOptionsOf, planWithRange } from './plan.ts';
+import { jobDefinitionsOf, planOptionsOf, planWithRange } from './plan.ts';
 import { ConfigError } from '#shared/errors.ts';
-import { type ExecutionRecord, listExecutionRecords } from '../local/runtime.ts';
+import { listExecutionRecords } from '../local/runtime.ts';
 import type { PipelineEntry } from '../registry.ts';
 import { table, type Io } from './output.ts';
 import { deployedStateMachine } from './run-aws.ts';
@@ -45,25 +51,9 @@ export function showLocalRun(dataDir: string, run: string, io: Io): void {
   io.out(`${record.name} (${record.pipeline}): ${record.status}, ${seconds} s`);
   io.out(`state transitions: ${usage.transitions}; Map items: ${record.stats.mapItemsDone} done, ${record.stats.mapItemsFailed} failed`);
   io.out(`largest state: ${record.stats.largestState.bytes} bytes (${record.stats.largestState.name || '-'}; limit 262,144)`);
-  io.out(`Lambda: ${usage.lambda.invocations} invocations, ${usage.lambda.billedMs} ms billed, ${usage.lambda.gbSeconds.toFixed(3)} GB-s`);
-  io.out(`Batch: ${usage.batch.length} jobs, ${usage.batch.reduce((a, j) => a + j.seconds, 0).toFixed(1)} s`);
-  for (const c of usage.claude)
-    io.out(
-      `Claude ${c.model}: ${c.inputTokens} input, ${c.outputTokens} output, ${c.cacheReadTokens} cache-read and ${c.cacheWriteTokens} cache-write tokens (the API's usage fields)`,
-    );
-  io.out(planLine(record));
-  for (const line of table(
-    cost.lines.map((l) => ({
-      item: l.item,
-      quantity: Number.isInteger(l.quantity) ? l.quantity : l.quantity.toFixed(3),
-      unit: l.unit,
-      cost: formatUsd(l.lowUsd, l.highUsd),
-    })),
-    ['item', 'quantity', 'unit', 'cost'],
-  ))
-    io.out(line);
-  for (const u of cost.unpriced) io.out(`not priced: ${u}`);
-  io.out(`cost on AWS at these figures: ${formatUsd(cost.lowUsd, cost.highUsd)} (${cost.region} prices of ${cost.pricesAsOf}; free tiers not applied)`);
+  printUsage(usage, io);
+  io.out(planLine(record.pipeline, record.input));
+  printCost(cost, io);
   const byArn = new Map(records.map((r) => [r.executionArn, r.stats.steps]));
   const saving = cacheSaving(record.stats.cacheHits ?? [], (arn) => byArn.get(parentExecutionArn(arn)));
   io.out(
@@ -172,11 +162,11 @@ export async function listApprovals(where: { table: string }, io: Io): Promise<v
 }
 
 /** The plan of the run's config beside its actuals: what a cold run of it plans, or why there is none. */
-function planLine(record: ExecutionRecord): string {
-  const config = (record.input as { config?: Record<string, unknown> } | undefined)?.config;
+function planLine(pipeline: string, input: unknown): string {
+  const config = (input as { config?: Record<string, unknown> } | undefined)?.config;
   if (!config) return 'plan: none (the run was started without a config: an upload, whose trigger fills it in)';
   try {
-    const entry = pipelineNamed(record.pipeline);
+    const entry = pipelineNamed(pipeline);
     const { plan, low } = planWithRange(entry, config, planOptionsOf(entry, config));
     const c = plan.counts;
     const range = (l: number | undefined, h: number) => (l === undefined || l === h ? `${h}` : `${l}-${h}`);
@@ -185,4 +175,74 @@ function planLine(record: ExecutionRecord): string {
     if (error instanceof ConfigError) return `plan: none (${error.message})`;
     throw error;
   }
+}
+
+/** A run's counters, as `runs show` prints them (local and AWS alike). */
+function printUsage(usage: RunUsage, io: Io): void {
+  io.out(`Lambda: ${usage.lambda.invocations} invocations, ${usage.lambda.billedMs} ms billed, ${usage.lambda.gbSeconds.toFixed(3)} GB-s`);
+  io.out(`Batch: ${usage.batch.length} jobs, ${usage.batch.reduce((a, j) => a + j.seconds, 0).toFixed(1)} s`);
+  for (const c of usage.claude)
+    io.out(
+      `Claude ${c.model}: ${c.inputTokens} input, ${c.outputTokens} output, ${c.cacheReadTokens} cache-read and ${c.cacheWriteTokens} cache-write tokens (the API's usage fields)`,
+    );
+}
+
+function printCost(cost: RunCost, io: Io): void {
+  for (const line of table(
+    cost.lines.map((l) => ({
+      item: l.item,
+      quantity: Number.isInteger(l.quantity) ? l.quantity : l.quantity.toFixed(3),
+      unit: l.unit,
+      cost: formatUsd(l.lowUsd, l.highUsd),
+    })),
+    ['item', 'quantity', 'unit', 'cost'],
+  ))
+    io.out(line);
+  for (const u of cost.unpriced) io.out(`not priced: ${u}`);
+  io.out(`cost on AWS at these figures: ${formatUsd(cost.lowUsd, cost.highUsd)} (${cost.region} prices of ${cost.pricesAsOf}; free tiers not applied)`);
+}
+
+/**
+ * `runs show RUN --target aws`: a run on AWS (RUN: its execution ARN), read from its history, its
+ * Distributed Map children's and the Batch job descriptions (aws-usage.ts). Its pipeline is the
+ * deployed stack whose state machine ran it.
+ */
+export async function showAwsRun(
+  run: string,
+  io: Io,
+  clients: AwsUsageClients & { readonly cfn: CloudFormationClient } = {
+    sfn: new SFNClient({}),
+    batch: new BatchClient({}),
+    lambda: new LambdaClient({}),
+    cfn: new CloudFormationClient({}),
+  },
+): Promise<void> {
+  if (!/^arn:aws[\w-]*:states:[\w-]+:\d{12}:execution:[^:]+:[^:]+$/.test(run))
+    throw new ConfigError('RUN', run, 'on AWS, name the run by its execution ARN (arn:aws:states:<region>:<account>:execution:<state machine>:<name>)');
+  const described = await clients.sfn.send(new DescribeExecutionCommand({ executionArn: run }));
+  let entry: PipelineEntry | undefined;
+  for (const candidate of PIPELINES) {
+    const arn = await deployedStateMachine(candidate, clients.cfn).catch((error: Error) => {
+      if (error instanceof MissingDeploymentError) return undefined;
+      throw error;
+    });
+    if (arn === described.stateMachineArn) {
+      entry = candidate;
+      break;
+    }
+  }
+  if (!entry) throw new ConfigError('RUN', run, `its state machine (${described.stateMachineArn}) is not one of a deployed pipeline stack`);
+  const definitions = [...jobDefinitionsOf(entry).values()];
+  const read = await awsRunUsage(run, clients, (name) => {
+    const def = definitions.find((d) => name === d.name || name.startsWith(`${d.name}-`));
+    return def ? { name: def.name, ...(def.resources?.instanceType ? { instanceType: def.resources.instanceType } : {}) } : undefined;
+  });
+  const seconds = described.stopDate && described.startDate ? ((described.stopDate.getTime() - described.startDate.getTime()) / 1000).toFixed(2) : 'running';
+  io.out(`${described.name} (${entry.name}, on AWS): ${described.status}, ${seconds} s`);
+  io.out(`state transitions: ${read.usage.transitions}${read.children ? ` (${read.children} Distributed Map children included)` : ''}`);
+  printUsage(read.usage, io);
+  io.out(planLine(entry.name, described.input ? JSON.parse(described.input) : undefined));
+  for (const note of read.notes) io.out(`note: ${note}`);
+  printCost(costOf(read.usage), io);
+  io.out('cache: the saving of a run on AWS is not read yet (its hits are in its history; the runs that computed them are priced locally only)');
 }

@@ -41,6 +41,11 @@ import { loadFunctions, loadJobDefinitions, synthesize } from '../local/synthesi
 import type { PipelineEntry } from '../registry.ts';
 import { table, type Io } from './output.ts';
 
+/** The job definitions of a pipeline's synthesized app, by their ARN there. */
+export function jobDefinitionsOf(entry: PipelineEntry) {
+  return loadJobDefinitions(synthesizedOf(entry).resolver);
+}
+
 /** The pipelines that have a plan model, and how to make it from a parsed config. */
 /** What a plan may be told beyond the config. */
 export interface PlanOptions {

@@ -1,0 +1,200 @@
+/**
+ * What a run on AWS used, read back from AWS: the execution's history (and its Distributed Map
+ * children's) and the Batch job descriptions, in the shape the local counters have
+ * (shared/cost/usage.ts), so `runs show --target aws` prices both the same way.
+ *
+ * - State transitions: every `*StateEntered` event.
+ * - Lambda: each invocation, through the optimized integration (`TaskScheduled` with resource type
+ *   `lambda`) or a function ARN as the resource (`LambdaFunctionScheduled`). The history has no
+ *   billed duration: the time from the task's start to its end is used, rounded up to the
+ *   millisecond, an upper bound of what Lambda bills (it includes the integration's own latency).
+ *   The memory size is the function's configuration now. Claude tokens: the response's
+ *   `claudeUsage` (CLAUDE_USAGE_FIELD).
+ * - Batch: every job the history submitted (`TaskSubmitted` output's JobId), described by Batch:
+ *   each attempt's seconds from its start to its stop, the platform and the resources the job
+ *   ran with; the instance type of an EC2 job from the job definition of the synthesized app
+ *   whose logical id starts its name (CloudFormation names a definition `<logical id>-<suffix>`).
+ *   Batch keeps a job's description for at least 7 days after it ends: older jobs are listed as
+ *   not found.
+ */
+import { type BatchClient, DescribeJobsCommand, type JobDetail } from '@aws-sdk/client-batch';
+import { GetFunctionConfigurationCommand, type LambdaClient } from '@aws-sdk/client-lambda';
+import { GetExecutionHistoryCommand, type HistoryEvent, ListExecutionsCommand, type SFNClient } from '@aws-sdk/client-sfn';
+import { addUsage, type BatchJobUsage, type ClaudeUsage, claudeUsageOf, EMPTY_USAGE, type RunUsage } from '#shared/cost/usage.ts';
+
+export interface AwsUsageClients {
+  readonly sfn: SFNClient;
+  readonly batch: BatchClient;
+  readonly lambda: LambdaClient;
+}
+
+export interface AwsRunUsage {
+  readonly usage: RunUsage;
+  /** Distributed Map child executions read. */
+  readonly children: number;
+  /** What could not be read or priced, one line each. */
+  readonly notes: readonly string[];
+}
+
+/** What the synthesized app says of a job definition by its logical id (the instance type an EC2 job is sized for). */
+export type JobDefinitionLookup = (definitionName: string) => { readonly name: string; readonly instanceType?: string } | undefined;
+
+const DESCRIBE_JOBS_AT_ONCE = 100;
+
+/** The usage of one execution and its Distributed Map children. */
+export async function awsRunUsage(executionArn: string, clients: AwsUsageClients, lookup: JobDefinitionLookup): Promise<AwsRunUsage> {
+  const notes: string[] = [];
+  const memory = new Map<string, number | undefined>();
+  let usage: RunUsage = EMPTY_USAGE;
+  let children = 0;
+  const queue = [executionArn];
+  while (queue.length) {
+    const arn = queue.shift()!;
+    const events = await historyOf(clients.sfn, arn);
+    const read = await usageOfHistory(events, clients, lookup, memory, notes);
+    usage = addUsage(usage, read.usage);
+    for (const mapRunArn of read.mapRuns) {
+      const childArns = await childExecutions(clients.sfn, mapRunArn);
+      children += childArns.length;
+      queue.push(...childArns);
+    }
+  }
+  return { usage, children, notes };
+}
+
+async function historyOf(sfn: SFNClient, executionArn: string): Promise<HistoryEvent[]> {
+  const events: HistoryEvent[] = [];
+  let nextToken: string | undefined;
+  do {
+    const page = await sfn.send(new GetExecutionHistoryCommand({ executionArn, nextToken, maxResults: 1000, includeExecutionData: true }));
+    events.push(...(page.events ?? []));
+    nextToken = page.nextToken;
+  } while (nextToken);
+  return events;
+}
+
+async function childExecutions(sfn: SFNClient, mapRunArn: string): Promise<string[]> {
+  const arns: string[] = [];
+  let nextToken: string | undefined;
+  do {
+    const page = await sfn.send(new ListExecutionsCommand({ mapRunArn, nextToken, maxResults: 1000 }));
+    arns.push(...(page.executions ?? []).map((e) => e.executionArn!).filter(Boolean));
+    nextToken = page.nextToken;
+  } while (nextToken);
+  return arns;
+}
+
+const parse = (text: string | undefined): unknown => {
+  if (!text) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+};
+
+async function usageOfHistory(
+  events: readonly HistoryEvent[],
+  clients: AwsUsageClients,
+  lookup: JobDefinitionLookup,
+  memory: Map<string, number | undefined>,
+  notes: string[],
+): Promise<{ usage: RunUsage; mapRuns: string[] }> {
+  const byId = new Map(events.map((e) => [e.id!, e]));
+  /** The event a task's events chain back to: its TaskScheduled or LambdaFunctionScheduled. */
+  const scheduledOf = (e: HistoryEvent): HistoryEvent | undefined => {
+    let at: HistoryEvent | undefined = e;
+    for (let hops = 0; at && hops < 4; hops++) {
+      if (at.type === 'TaskScheduled' || at.type === 'LambdaFunctionScheduled') return at;
+      at = byId.get(at.previousEventId ?? -1);
+    }
+    return undefined;
+  };
+  let transitions = 0;
+  const lambdaRuns: { fn: string; ms: number }[] = [];
+  let claude: ClaudeUsage[] = [];
+  const jobIds: string[] = [];
+  const mapRuns: string[] = [];
+  const started = new Map<number, number>();
+  for (const e of events) {
+    if (e.type?.endsWith('StateEntered')) transitions += 1;
+    if (e.type === 'MapRunStarted' && e.mapRunStartedEventDetails?.mapRunArn) mapRuns.push(e.mapRunStartedEventDetails.mapRunArn);
+    if (e.type === 'TaskStarted' || e.type === 'LambdaFunctionStarted') {
+      const scheduled = scheduledOf(e);
+      if (scheduled?.id !== undefined && e.timestamp) started.set(scheduled.id, e.timestamp.getTime());
+    }
+    if (e.type === 'TaskSubmitted' && e.taskSubmittedEventDetails?.resourceType === 'batch') {
+      const jobId = (parse(e.taskSubmittedEventDetails.output) as { JobId?: string } | undefined)?.JobId;
+      if (jobId) jobIds.push(jobId);
+    }
+    const ended = ['TaskSucceeded', 'TaskFailed', 'TaskTimedOut', 'LambdaFunctionSucceeded', 'LambdaFunctionFailed', 'LambdaFunctionTimedOut'];
+    if (!ended.includes(e.type ?? '')) continue;
+    const scheduled = scheduledOf(e);
+    if (!scheduled) continue;
+    const fn =
+      scheduled.type === 'LambdaFunctionScheduled'
+        ? scheduled.lambdaFunctionScheduledEventDetails?.resource
+        : scheduled.taskScheduledEventDetails?.resourceType === 'lambda'
+          ? (parse(scheduled.taskScheduledEventDetails.parameters) as { FunctionName?: string } | undefined)?.FunctionName
+          : undefined;
+    if (!fn) continue;
+    const from = started.get(scheduled.id!);
+    const ms = from !== undefined && e.timestamp ? Math.max(1, Math.ceil(e.timestamp.getTime() - from)) : 1;
+    lambdaRuns.push({ fn, ms });
+    const output =
+      e.type === 'TaskSucceeded'
+        ? (parse(e.taskSucceededEventDetails?.output) as { Payload?: unknown } | undefined)?.Payload
+        : e.type === 'LambdaFunctionSucceeded'
+          ? parse(e.lambdaFunctionSucceededEventDetails?.output)
+          : undefined;
+    const used = claudeUsageOf(output);
+    if (used.length) claude = addUsage({ ...EMPTY_USAGE, claude }, { ...EMPTY_USAGE, claude: used }).claude as ClaudeUsage[];
+  }
+  let billedMs = 0;
+  let gbSeconds = 0;
+  for (const run of lambdaRuns) {
+    if (!memory.has(run.fn)) {
+      const config = await clients.lambda.send(new GetFunctionConfigurationCommand({ FunctionName: run.fn })).catch((error: Error) => {
+        notes.push(`Lambda ${run.fn}: its memory size could not be read (${error.name}); priced at 128 MB`);
+        return undefined;
+      });
+      memory.set(run.fn, config?.MemorySize);
+    }
+    billedMs += run.ms;
+    gbSeconds += (run.ms / 1000) * ((memory.get(run.fn) ?? 128) / 1024);
+  }
+  const batch: BatchJobUsage[] = [];
+  for (let i = 0; i < jobIds.length; i += DESCRIBE_JOBS_AT_ONCE) {
+    const ids = jobIds.slice(i, i + DESCRIBE_JOBS_AT_ONCE);
+    const described = (await clients.batch.send(new DescribeJobsCommand({ jobs: ids }))).jobs ?? [];
+    for (const id of ids.filter((id) => !described.some((j) => j.jobId === id)))
+      notes.push(`Batch job ${id}: not found (Batch keeps a job's description for 7 days after it ends); not priced`);
+    for (const job of described) batch.push(jobUsage(job, lookup, notes));
+  }
+  return {
+    usage: { transitions, lambda: { invocations: lambdaRuns.length, billedMs, gbSeconds }, batch, claude },
+    mapRuns,
+  };
+}
+
+/** One described job: its attempts' seconds and what it ran with. */
+export function jobUsage(job: JobDetail, lookup: JobDefinitionLookup, notes: string[]): BatchJobUsage {
+  const attempts = job.attempts ?? [];
+  let ms = attempts.reduce((n, a) => n + (a.startedAt && a.stoppedAt ? Math.max(0, a.stoppedAt - a.startedAt) : 0), 0);
+  if (!attempts.length && job.startedAt && job.stoppedAt) ms = Math.max(0, job.stoppedAt - job.startedAt);
+  const requirement = (type: string) => Number(job.container?.resourceRequirements?.find((r) => r.type === type)?.value ?? 0);
+  const platform = job.platformCapabilities?.includes('FARGATE') ? 'FARGATE' : 'EC2';
+  const definitionName = (job.jobDefinition ?? '').replace(/^.*:job-definition\//, '').replace(/:\d+$/, '');
+  const known = lookup(definitionName);
+  if (platform === 'EC2' && !known?.instanceType)
+    notes.push(`Batch job ${job.jobId} (${definitionName}): its instance type is not known from the synthesized app; not priced`);
+  return {
+    job: known?.name ?? definitionName,
+    platform,
+    ...(known?.instanceType ? { instanceType: known.instanceType } : {}),
+    vcpus: requirement('VCPU') || (job.container?.vcpus ?? 0),
+    memoryMiB: requirement('MEMORY') || (job.container?.memory ?? 0),
+    gpus: requirement('GPU'),
+    seconds: ms / 1000,
+  };
+}

@@ -1,0 +1,224 @@
+/**
+ * `runs show --target aws`: a run's usage read back from AWS (the execution history, its
+ * Distributed Map children's, the Batch job descriptions, the functions' memory sizes), priced as
+ * a local run's counters are. AWS is mocked at the SDK (aws-sdk-client-mock); the reading and the
+ * pricing are ours.
+ */
+import { afterEach, beforeEach, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { BatchClient, DescribeJobsCommand } from '@aws-sdk/client-batch';
+import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
+import { GetFunctionConfigurationCommand, LambdaClient } from '@aws-sdk/client-lambda';
+import { DescribeExecutionCommand, GetExecutionHistoryCommand, type HistoryEvent, ListExecutionsCommand, SFNClient } from '@aws-sdk/client-sfn';
+import { mockClient } from 'aws-sdk-client-mock';
+import { pipelineNamed } from '#infra/cli/config.ts';
+import { awsRunUsage } from '#infra/cli/aws-usage.ts';
+import { showAwsRun } from '#infra/cli/inspect.ts';
+import { jobDefinitionsOf } from '#infra/cli/plan.ts';
+import { DEFAULT_CLAUDE_MODEL } from '#shared/clients/anthropic.ts';
+import { costOf } from '#shared/cost/usage.ts';
+import { ConfigError } from '#shared/errors.ts';
+
+const REGION = 'us-east-1';
+const MACHINE = `arn:aws:states:${REGION}:123456789012:stateMachine:StateMachine2E01A3A5-abc`;
+const RUN = `arn:aws:states:${REGION}:123456789012:execution:StateMachine2E01A3A5-abc:run-1`;
+const MAP_RUN = `arn:aws:states:${REGION}:123456789012:mapRun:StateMachine2E01A3A5-abc/recheck:run-1`;
+const CHILD = `arn:aws:states:${REGION}:123456789012:execution:StateMachine2E01A3A5-abc/recheck:child-0`;
+const FN = `arn:aws:lambda:${REGION}:123456789012:function:Probe-Prepare`;
+const T0 = Date.parse('2026-12-01T10:00:00Z');
+const at = (ms: number) => new Date(T0 + ms);
+const usage = { model: DEFAULT_CLAUDE_MODEL, inputTokens: 1200, outputTokens: 300, cacheReadTokens: 4000, cacheWriteTokens: 0 };
+
+/** A Lambda invoked through the optimized integration, `ms` long, its response `payload`. */
+function lambdaTask(first: number, state: string, ms: number, payload: unknown): HistoryEvent[] {
+  return [
+    { id: first, timestamp: at(first * 10), type: 'TaskStateEntered', stateEnteredEventDetails: { name: state } },
+    {
+      id: first + 1,
+      previousEventId: first,
+      timestamp: at(first * 10),
+      type: 'TaskScheduled',
+      taskScheduledEventDetails: { resourceType: 'lambda', resource: 'invoke', region: REGION, parameters: JSON.stringify({ FunctionName: FN, Payload: {} }) },
+    },
+    {
+      id: first + 2,
+      previousEventId: first + 1,
+      timestamp: at(first * 10 + 5),
+      type: 'TaskStarted',
+      taskStartedEventDetails: { resourceType: 'lambda', resource: 'invoke' },
+    },
+    {
+      id: first + 3,
+      previousEventId: first + 2,
+      timestamp: at(first * 10 + 5 + ms),
+      type: 'TaskSucceeded',
+      taskSucceededEventDetails: { resourceType: 'lambda', resource: 'invoke', output: JSON.stringify({ StatusCode: 200, Payload: payload }) },
+    },
+  ];
+}
+
+function batchTask(first: number, jobId: string): HistoryEvent[] {
+  return [
+    { id: first, timestamp: at(first * 10), type: 'TaskStateEntered', stateEnteredEventDetails: { name: 'sum: Run job' } },
+    {
+      id: first + 1,
+      previousEventId: first,
+      timestamp: at(first * 10),
+      type: 'TaskScheduled',
+      taskScheduledEventDetails: { resourceType: 'batch', resource: 'submitJob.sync', region: REGION, parameters: '{}' },
+    },
+    {
+      id: first + 2,
+      previousEventId: first + 1,
+      timestamp: at(first * 10 + 1),
+      type: 'TaskStarted',
+      taskStartedEventDetails: { resourceType: 'batch', resource: 'submitJob.sync' },
+    },
+    {
+      id: first + 3,
+      previousEventId: first + 2,
+      timestamp: at(first * 10 + 2),
+      type: 'TaskSubmitted',
+      taskSubmittedEventDetails: { resourceType: 'batch', resource: 'submitJob.sync', output: JSON.stringify({ JobId: jobId, JobName: 'sum' }) },
+    },
+    {
+      id: first + 4,
+      previousEventId: first + 3,
+      timestamp: at(first * 10 + 95_000),
+      type: 'TaskSucceeded',
+      taskSucceededEventDetails: { resourceType: 'batch', resource: 'submitJob.sync', output: JSON.stringify({ JobId: jobId }) },
+    },
+  ];
+}
+
+describe('a run on AWS, read back', () => {
+  const sfn = mockClient(SFNClient);
+  const batch = mockClient(BatchClient);
+  const lambda = mockClient(LambdaClient);
+  const cfn = mockClient(CloudFormationClient);
+  const sumDefinition = [...jobDefinitionsOf(pipelineNamed('probe')).values()][0]!;
+
+  beforeEach(() => {
+    for (const m of [sfn, batch, lambda, cfn]) m.reset();
+    const parent: HistoryEvent[] = [
+      { id: 1, timestamp: at(0), type: 'ExecutionStarted' },
+      ...lambdaTask(2, 'prepare: Invoke', 250, { items: [1, 2], claudeUsage: [usage] }),
+      ...batchTask(10, 'job-fargate'),
+      ...batchTask(20, 'job-gone'),
+      { id: 30, timestamp: at(300_000), type: 'MapStateEntered', stateEnteredEventDetails: { name: 'recheck: Items' } },
+      { id: 31, previousEventId: 30, timestamp: at(300_001), type: 'MapRunStarted', mapRunStartedEventDetails: { mapRunArn: MAP_RUN } },
+      { id: 32, timestamp: at(400_000), type: 'SucceedStateEntered', stateEnteredEventDetails: { name: 'Done' } },
+      { id: 33, timestamp: at(400_001), type: 'ExecutionSucceeded' },
+    ];
+    const child: HistoryEvent[] = [{ id: 1, timestamp: at(0), type: 'ExecutionStarted' }, ...lambdaTask(2, 'recheck-item: Invoke', 40, { square: 4 })];
+    // Two pages for the parent, as GetExecutionHistory pages a long history.
+    sfn
+      .on(GetExecutionHistoryCommand, { executionArn: RUN, nextToken: undefined })
+      .resolves({ events: parent.slice(0, 8), nextToken: 'page-2' })
+      .on(GetExecutionHistoryCommand, { executionArn: RUN, nextToken: 'page-2' })
+      .resolves({ events: parent.slice(8) })
+      .on(GetExecutionHistoryCommand, { executionArn: CHILD })
+      .resolves({ events: child })
+      .on(ListExecutionsCommand, { mapRunArn: MAP_RUN })
+      .resolves({ executions: [{ executionArn: CHILD, stateMachineArn: MACHINE, name: 'child-0', status: 'SUCCEEDED', startDate: at(0) }] })
+      .on(DescribeExecutionCommand, { executionArn: RUN })
+      .resolves({
+        executionArn: RUN,
+        stateMachineArn: MACHINE,
+        name: 'run-1',
+        status: 'SUCCEEDED',
+        startDate: at(0),
+        stopDate: at(400_001),
+        input: JSON.stringify({ config: { items: [1, 2] } }),
+      });
+    lambda.on(GetFunctionConfigurationCommand, { FunctionName: FN }).resolves({ MemorySize: 512 });
+    batch.on(DescribeJobsCommand).resolves({
+      jobs: [
+        {
+          jobId: 'job-fargate',
+          jobName: 'sum',
+          jobQueue: 'cpu',
+          status: 'SUCCEEDED',
+          startedAt: T0 + 1000,
+          jobDefinition: `arn:aws:batch:${REGION}:123456789012:job-definition/${sumDefinition.name}-k3b9x:4`,
+          platformCapabilities: ['FARGATE'],
+          // A retried job: both attempts are billed.
+          attempts: [
+            { startedAt: T0 + 1000, stoppedAt: T0 + 31_000 },
+            { startedAt: T0 + 40_000, stoppedAt: T0 + 100_000 },
+          ],
+          container: {
+            resourceRequirements: [
+              { type: 'VCPU', value: '1' },
+              { type: 'MEMORY', value: '2048' },
+            ],
+          },
+        },
+      ],
+    });
+    cfn.on(DescribeStacksCommand).callsFake((input: { StackName: string }) => {
+      if (input.StackName !== pipelineNamed('probe').stackId) {
+        throw Object.assign(new Error(`Stack with id ${input.StackName} does not exist`), { name: 'ValidationError' });
+      }
+      return {
+        Stacks: [
+          {
+            StackName: input.StackName,
+            CreationTime: at(0),
+            StackStatus: 'CREATE_COMPLETE',
+            Outputs: [{ OutputKey: 'StateMachineArn', OutputValue: MACHINE }],
+          },
+        ],
+      };
+    });
+  });
+  afterEach(() => {
+    for (const m of [sfn, batch, lambda, cfn]) m.reset();
+  });
+
+  const clients = () => ({
+    sfn: new SFNClient({ region: REGION }),
+    batch: new BatchClient({ region: REGION }),
+    lambda: new LambdaClient({ region: REGION }),
+    cfn: new CloudFormationClient({ region: REGION }),
+  });
+
+  it('counts the transitions, Lambda time, Batch attempts and Claude tokens, children included', async () => {
+    const read = await awsRunUsage(RUN, clients(), (name) => (name.startsWith(`${sumDefinition.name}-`) ? { name: sumDefinition.name } : undefined));
+    const { usage: u } = read;
+    assert.equal(read.children, 1);
+    // prepare, two jobs, the Map, the Succeed state; and the child's one state.
+    assert.equal(u.transitions, 6);
+    assert.equal(u.lambda.invocations, 2);
+    assert.equal(u.lambda.billedMs, 250 + 40);
+    assert.ok(Math.abs(u.lambda.gbSeconds - (0.25 * 0.5 + 0.04 * 0.5)) < 1e-12, String(u.lambda.gbSeconds));
+    assert.deepEqual(u.batch, [{ job: sumDefinition.name, platform: 'FARGATE', vcpus: 1, memoryMiB: 2048, gpus: 0, seconds: 90 }]);
+    assert.deepEqual(u.claude, [usage]);
+    assert.deepEqual(read.notes, ["Batch job job-gone: not found (Batch keeps a job's description for 7 days after it ends); not priced"]);
+    // Priced as a local run is: the transitions, the Lambda, the Fargate job's billed seconds, the tokens.
+    const cost = costOf(u);
+    assert.ok(cost.lines.some((l) => l.item.startsWith('Claude ') && l.lowUsd > 0));
+    assert.ok(cost.lowUsd > 0 && cost.lowUsd <= cost.highUsd);
+  });
+
+  it('runs show --target aws finds the pipeline by its state machine and prints the run beside its plan', async () => {
+    const lines: string[] = [];
+    await showAwsRun(RUN, { out: (l: string) => lines.push(l), err: (l: string) => lines.push(l) }, clients());
+    const text = lines.join('\n');
+    assert.match(text, /^run-1 \(probe, on AWS\): SUCCEEDED, 400\.00 s/);
+    assert.match(text, /state transitions: 6 \(1 Distributed Map children included\)/);
+    assert.match(text, /Lambda: 2 invocations, 290 ms billed/);
+    assert.match(text, /Batch: 1 jobs, 90\.0 s/);
+    assert.match(text, new RegExp(`Claude ${DEFAULT_CLAUDE_MODEL}: 1200 input, 300 output, 4000 cache-read`));
+    assert.match(text, /plan of a cold run of this config: \d+ state transitions/);
+    assert.match(text, /note: Batch job job-gone: not found/);
+    assert.match(text, /cost on AWS at these figures: \$/);
+  });
+
+  it('names a run on AWS by its execution ARN, and says so', async () => {
+    await assert.rejects(
+      showAwsRun('run-1', { out: () => undefined, err: () => undefined }, clients()),
+      (e: unknown) => e instanceof ConfigError && e.field === 'RUN' && /execution ARN/.test(e.message),
+    );
+  });
+});
