@@ -29,7 +29,7 @@ import { REWARDS_PIPELINE } from '#pipelines/rewards/stack.ts';
 import { MAX_SOURCES } from '#pipelines/video/config.ts';
 import { MAX_SUITE_BENCHMARKS } from '#shared/evals/prepare.ts';
 import { HISTORY_EVENT_BUDGET, HISTORY_EVENT_LIMIT } from '#pipelines/steps/history.ts';
-import { type PayloadPart, type PlanCounts, type PlanModel, planCounts } from '#pipelines/steps/plan.ts';
+import { type PayloadPart, type PlanClaude, type PlanCounts, type PlanModel, planCounts } from '#pipelines/steps/plan.ts';
 import { MAX_JOB_RESULT_BYTES } from '#pipelines/steps/step.ts';
 import { PIPELINE_META } from '#pipelines/steps/pipeline.ts';
 import { costOf, formatUsd, type RunCost, type RunUsage } from '#shared/cost/usage.ts';
@@ -129,6 +129,8 @@ export interface RunPlan {
   readonly payload: { readonly bytes: number; readonly parts: readonly PayloadPart[] };
   /** Each Batch job definition on the path: how many, and its timeout. */
   readonly jobs: readonly { readonly definition: string; readonly count: number; readonly timeoutSeconds: number; readonly platform: string }[];
+  /** The run's calls to Claude by step; the high end of the cost has each call at its max_tokens of output. */
+  readonly claude: readonly PlanClaude[];
 }
 
 export function hasPlanModel(pipeline: string): boolean {
@@ -169,6 +171,7 @@ export function planRun(entry: PipelineEntry, config: unknown, options: PlanOpti
   const { resolver, definition } = synthesizedOf(entry);
   const walked = model(config as never, { claudeKey: Boolean(process.env.ANTHROPIC_API_KEY), ...options });
   const counts = planCounts(definition, walked);
+  const claude = walked.claude?.() ?? [];
   const parts: PayloadPart[] = [
     { what: 'the execution input (the config)', bytes: Buffer.byteLength(JSON.stringify({ config })) + (options.startedByUpload ? TRIGGER_BYTES : 0) },
     ...Object.entries(counts.mapResults).map(([path, bytes]) => ({ what: `the result list at ${path}`, bytes })),
@@ -204,12 +207,16 @@ export function planRun(entry: PipelineEntry, config: unknown, options: PlanOpti
         seconds: low ? 0 : def.timeoutSeconds,
       })),
     ),
-    claude: [],
+    // Claude's output at its most in the high end; input tokens are the data's, counted after the run.
+    claude: low
+      ? []
+      : claude.map((c) => ({ model: c.model, inputTokens: 0, outputTokens: c.calls.high * c.maxOutputTokens, cacheReadTokens: 0, cacheWriteTokens: 0 })),
   });
   return {
     pipeline: entry.name,
     counts,
     payload: { bytes: parts.reduce((n, p) => n + p.bytes, 0), parts },
+    claude,
     cost: { low: costOf(usage(true)), high: costOf(usage(false)) },
     jobs: jobs.map(({ def, count }) => ({
       definition: def.name,
@@ -255,6 +262,10 @@ export function printPlan(plan: RunPlan, io: Io, low?: PlanLowEnd): void {
   io.out(
     `largest state: ${plan.payload.bytes.toLocaleString('en-US')} bytes at most, of ${PAYLOAD_LIMIT_BYTES.toLocaleString('en-US')} (${plan.payload.parts.map((p) => `${p.what} ${p.bytes.toLocaleString('en-US')}`).join('; ')})`,
   );
+  for (const call of plan.claude)
+    io.out(
+      `Claude, ${call.step}: ${call.calls.low === call.calls.high ? call.calls.high : `${call.calls.low}-${call.calls.high}`} calls to ${call.model} (${call.why}), each at most ${call.maxOutputTokens.toLocaleString('en-US')} output tokens; input tokens are the data's, counted by runs show after the run`,
+    );
   const maps = Object.entries(c.mapWidths).filter(([, w]) => w > 0);
   if (maps.length) io.out(`Map widths: ${maps.map(([m, w]) => `${m} ${w}`).join(', ')}`);
   const calls = Object.entries(c.serviceCalls);

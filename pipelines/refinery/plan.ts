@@ -26,12 +26,18 @@ export function refineryMaxShards(config: RefineryConfig): number {
   return Math.min(MAX_SHARDS, Math.ceil(documents / config.shardDocuments));
 }
 
-export function refineryPlanModel(_config: RefineryConfig, options: RefineryPlanOptions = {}): PlanModel {
+export function refineryPlanModel(config: RefineryConfig, options: RefineryPlanOptions = {}): PlanModel {
   const shards = options.shards;
   if (shards === undefined) throw new ConfigError('shards', null, 'the corpus decides how many shards a run has: give their count to plan the run');
+  const { labels } = config;
   return coldModel({
     pipeline: 'refinery',
     startedByUpload: options.startedByUpload,
+    // One call per sampled survivor (fewer when fewer survive the filters); none with a labels file.
+    claude: () =>
+      labels.fileSha256 === null
+        ? [{ step: 'label', model: labels.model, calls: { low: 0, high: labels.sample }, maxOutputTokens: 1024, why: 'one per sampled document that survives' }]
+        : [],
     mapItems: (name) => (name === 'filter: Items' || name === 'score: Items' ? shards : undefined),
   });
 }

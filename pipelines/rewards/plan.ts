@@ -6,6 +6,7 @@
  * of the range has one a generation).
  */
 import { coldModel, type PlanModel } from '#pipelines/steps/plan.ts';
+import { PROPOSE_MAX_TOKENS } from '#shared/rewards/propose.ts';
 import type { RewardsConfig } from './config.ts';
 
 export interface RewardsPlanOptions {
@@ -25,6 +26,19 @@ export function rewardsPlanModel(config: RewardsConfig, options: RewardsPlanOpti
   return coldModel({
     pipeline: 'rewards',
     startedByUpload: options.startedByUpload,
+    // Claude writes each generation's candidates in one call (reward files ask nothing).
+    claude: () =>
+      config.rewardFiles
+        ? []
+        : [
+            {
+              step: 'propose',
+              model: config.model,
+              calls: { low: generations, high: generations },
+              maxOutputTokens: PROPOSE_MAX_TOKENS,
+              why: 'one per generation',
+            },
+          ],
     mapItems(name) {
       if (name !== 'runs: Items') return undefined;
       return final ? FINALISTS * config.finalTrainSeeds.length : candidates * config.trainSeeds.length;

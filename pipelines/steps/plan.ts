@@ -37,6 +37,22 @@ export interface PlanModel {
   recordBytes?(name: string, state: AslState): number | undefined;
   /** The parts of the state the config drives beyond the config and the Maps' result lists. */
   payloadParts?(): readonly PayloadPart[];
+  /** The run's calls to Claude, by step (none when absent). */
+  claude?(): readonly PlanClaude[];
+}
+
+/**
+ * A step's calls to Claude: how many (a range where the data decides: documents that survive,
+ * features that activate), and the most output tokens each may take (its max_tokens). Input
+ * tokens are the data's (documents, windows, the search's history): runs show counts them after
+ * the run, from the API's usage fields. Retries are not in the count.
+ */
+export interface PlanClaude {
+  readonly step: string;
+  readonly model: string;
+  readonly calls: { readonly low: number; readonly high: number };
+  readonly maxOutputTokens: number;
+  readonly why: string;
 }
 
 /** A part of the state whose size the config decides, in bytes at most. */
@@ -176,6 +192,8 @@ export interface ColdModelSpec {
   recordBytes?(name: string, state: AslState): number | undefined;
   /** As PlanModel.payloadParts. */
   payloadParts?(): readonly PayloadPart[];
+  /** As PlanModel.claude. */
+  claude?(): readonly PlanClaude[];
 }
 
 /**
@@ -193,6 +211,7 @@ export function coldModel(spec: ColdModelSpec): PlanModel {
   return {
     ...(spec.recordBytes ? { recordBytes: spec.recordBytes.bind(spec) } : {}),
     ...(spec.payloadParts ? { payloadParts: spec.payloadParts.bind(spec) } : {}),
+    ...(spec.claude ? { claude: spec.claude.bind(spec) } : {}),
     decide(name, state, at) {
       const own = spec.decide?.(name, state, at);
       if (own !== undefined) return own;

@@ -22,6 +22,9 @@ import { parseOrThrow } from '../schema.ts';
  */
 export const ANTHROPIC_KEY_PLACEHOLDER = 'UNSET: store the key with aws secretsmanager put-secret-value --secret-id <AnthropicApiKeyArn> --secret-string <key>';
 
+/** The most tokens a proposal may take (its max_tokens). */
+export const PROPOSE_MAX_TOKENS = 8000;
+
 /** At most this many characters of Python per candidate: a reward function, not a program. */
 export const MAX_SOURCE_CHARS = 6000;
 
@@ -71,6 +74,7 @@ export interface ProposeRequest {
   readonly candidates: number;
   readonly history: readonly CandidateFeedback[];
   readonly model: string;
+  /** Default: PROPOSE_MAX_TOKENS. */
   readonly maxTokens?: number;
 }
 
@@ -120,7 +124,7 @@ export function buildProposeParams(request: ProposeRequest) {
   }
   return {
     model: request.model,
-    max_tokens: request.maxTokens ?? 8000,
+    max_tokens: request.maxTokens ?? PROPOSE_MAX_TOKENS,
     system: [{ type: 'text' as const, text: fixedPrompt(request.task), cache_control: { type: 'ephemeral' as const } }],
     messages: [{ role: 'user' as const, content: [{ type: 'text' as const, text: historyPrompt(request) }] }],
     output_config: { format: zodOutputFormat(ProposalOutput) },
@@ -157,7 +161,7 @@ export interface ProposeResult {
 export async function proposeRewards(client: Anthropic, request: ProposeRequest): Promise<ProposeResult> {
   const message = await client.messages.parse(buildProposeParams(request));
   if (message.stop_reason === 'max_tokens')
-    throw new ProposalError(`the model ran out of tokens (max_tokens ${request.maxTokens ?? 8000}) before finishing the proposal`);
+    throw new ProposalError(`the model ran out of tokens (max_tokens ${request.maxTokens ?? PROPOSE_MAX_TOKENS}) before finishing the proposal`);
   const candidates = checkProposal(message.parsed_output, request);
   return {
     candidates,

@@ -24,6 +24,7 @@ import { hiddenScore, startFakeLabeler, type FakeLabeler } from '../support/fake
 import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
 import { assertPlanMatchesRun } from '../support/plan.ts';
 import { refineryMaxShards } from '#pipelines/refinery/plan.ts';
+import { planRun } from '#infra/cli/plan.ts';
 
 /** Word problems long enough for 13-gram decontamination (prompt + answer of 13 words or more). */
 const BENCHMARK_ROWS = Array.from({ length: 12 }, (_, i) => ({
@@ -178,6 +179,10 @@ describe('corpus refinery end to end (test size)', () => {
       },
     ]);
     assert.equal(rerun.stats.claude, undefined);
+    // Within the plan's range of calls: one per sampled survivor at most (retries aside).
+    const [labelCalls] = planRun(pipelineNamed(REFINERY_PIPELINE), config, { shards: 1 }).claude;
+    const documents = new Set(answered.map((r) => r.document)).size;
+    assert.ok(documents > 0 && documents <= labelCalls!.calls.high, `${documents} documents, plan ${JSON.stringify(labelCalls)}`);
   });
 
   it('a new threshold reruns only curate and the report: no Batch job, no Claude call', async () => {

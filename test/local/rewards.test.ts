@@ -6,6 +6,7 @@
  * baselines on the same seeds. Then reward files are evaluated without asking Claude.
  */
 import { costOf, usageOfStats } from '#shared/cost/usage.ts';
+import { planRun } from '#infra/cli/plan.ts';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -249,6 +250,11 @@ describe('reward search on the embedded runtime (test size)', { skip }, () => {
 
   it('asked Claude twice, the second time with the graded history, the task block read from the cache', () => {
     assert.equal(fake.requests.length, 2);
+    // As many calls as the plan says: one per generation.
+    assert.deepEqual(
+      planRun(pipelineNamed(REWARDS_PIPELINE), config).claude.map((c) => [c.step, c.calls.high]),
+      [['propose', fake.requests.length]],
+    );
     const [first, second] = fake.requests;
     assert.deepEqual((first!.body.system as unknown[])[0], (second!.body.system as unknown[])[0]);
     const history = (second!.body.messages as { content: { text: string }[] }[])[0]!.content[0]!.text;
