@@ -39,6 +39,7 @@
  *   with its film in seconds (skip with --skip-humanoid-pipeline).
  */
 import { spawnSync } from 'node:child_process';
+import { cacheSaving, costOf, formatUsd, usageOfStats } from '#shared/cost/usage.ts';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -86,6 +87,24 @@ async function coldAndRerun(runtime: LocalRuntime, pipeline: string, input: unkn
   return { cold, warm, coldSeconds: seconds(cold), rerunSeconds: seconds(warm), ratio: seconds(warm) / seconds(cold) };
 }
 
+/**
+ * The two runs priced at AWS's rates from their local counters (shared/cost): the cold run's low
+ * end, the rerun's high end, the rerun's share (goal <= 0.05), and what its cache hits saved.
+ */
+function costFigures(cold: ExecutionRecord, warm: ExecutionRecord) {
+  const coldCost = costOf(usageOfStats(cold.stats));
+  const warmCost = costOf(usageOfStats(warm.stats));
+  const steps = new Map([[cold.executionArn, cold.stats.steps]]);
+  const saved = cacheSaving(warm.stats.cacheHits ?? [], (arn) => steps.get(arn));
+  return {
+    coldUsd: [coldCost.lowUsd, coldCost.highUsd],
+    rerunUsd: [warmCost.lowUsd, warmCost.highUsd],
+    costRatio: warmCost.highUsd / coldCost.lowUsd,
+    savedUsd: [saved.lowUsd, saved.highUsd],
+    text: `on AWS: cold ${formatUsd(coldCost.lowUsd, coldCost.highUsd)}, rerun ${formatUsd(warmCost.lowUsd, warmCost.highUsd)}, cost ratio ${(warmCost.highUsd / coldCost.lowUsd).toFixed(4)} (goal <= 0.05; the rerun's high end against the cold run's low end), the cache saved ${formatUsd(saved.lowUsd, saved.highUsd)}`,
+  };
+}
+
 async function transitionOverhead(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'fp-bench-chain-'));
   const runtime = await LocalRuntime.start({ dataDir: dir, pipelines: [CHAIN_PIPELINE] });
@@ -121,7 +140,9 @@ async function cachedRerun(): Promise<void> {
   const input = { config: probe.config.parse(probe.smoke) };
   try {
     const { cold, warm, coldSeconds, rerunSeconds, ratio } = await coldAndRerun(runtime, 'probe', input);
+    const cost = costFigures(cold, warm);
     figures.cachedRerun = {
+      cost: { coldUsd: cost.coldUsd, rerunUsd: cost.rerunUsd, ratio: cost.costRatio, savedUsd: cost.savedUsd },
       coldSeconds,
       rerunSeconds,
       ratio,
@@ -135,6 +156,7 @@ async function cachedRerun(): Promise<void> {
       `probe: cold ${coldSeconds.toFixed(3)} s, fully cached rerun ${rerunSeconds.toFixed(3)} s, ratio ${ratio.toFixed(4)} (goal <= 0.05); ` +
         `rerun started ${warm.stats.lambdaInvocations} Lambda invocations and ${warm.stats.batchJobs} Batch jobs`,
     );
+    console.log(`probe ${cost.text}`);
   } finally {
     await runtime.stop();
     rmSync(dir, { recursive: true, force: true });
@@ -244,7 +266,9 @@ async function leagueRerun(): Promise<void> {
   try {
     const { cold, warm, coldSeconds, rerunSeconds, ratio } = await coldAndRerun(runtime, SELFPLAY_PIPELINE, input);
     const metrics = (cold.output as { metrics: Record<string, number | string> }).metrics;
+    const cost = costFigures(cold, warm);
     figures.smokeLeague = {
+      cost: { coldUsd: cost.coldUsd, rerunUsd: cost.rerunUsd, ratio: cost.costRatio, savedUsd: cost.savedUsd },
       coldSeconds,
       rerunSeconds,
       ratio,
@@ -257,6 +281,7 @@ async function leagueRerun(): Promise<void> {
       `smoke league: cold ${coldSeconds.toFixed(0)} s, fully cached rerun ${rerunSeconds.toFixed(2)} s, ratio ${ratio.toFixed(4)} (goal <= 0.05); ` +
         `rerun started ${warm.stats.batchJobs} Batch jobs and ${warm.stats.lambdaInvocations} Lambda invocations (the config check and league bookkeeping only)`,
     );
+    console.log(`smoke league ${cost.text}`);
     console.log(
       `smoke champion ${metrics.champion}: greedy vs tactical ${metrics.greedyVsTactical} (first ${metrics.greedyVsTacticalFirst}, second ${metrics.greedyVsTacticalSecond}), ` +
         `vs random ${metrics.greedyVsRandom}; Elo ${metrics.championElo} vs tactical ${metrics.tacticalElo}`,

@@ -5,6 +5,7 @@
  * fully cached (no job, no match played), and a corrupt snapshot is recorded for its pairs while
  * the league goes on.
  */
+import { cacheSaving, costOf, usageOfStats, usageOfStep } from '#shared/cost/usage.ts';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
@@ -109,6 +110,29 @@ describe('self-play league on the embedded runtime (test size)', () => {
     assert.deepEqual((warm.output as LeagueOutput).ratings, (cold.output as LeagueOutput).ratings);
     // Only the config check and the league bookkeeping Lambdas ran: start, plan and elo per generation.
     assert.equal(runtime.counters().lambdaInvocations - invocationsBefore, 2 + 2 * config.generations);
+    // Priced at AWS's rates, the rerun pays no job, only its states and the bookkeeping Lambdas. At
+    // this size (a minute's training a generation) those are a fifth of the cold run; the bench
+    // measures the smoke league, whose jobs run longer, against the 5 % goal.
+    const coldCost = costOf(usageOfStats(cold.stats));
+    const warmCost = costOf(usageOfStats(warm.stats));
+    console.log(
+      `selfplay test size on AWS: cold ${coldCost.lowUsd.toFixed(4)}-${coldCost.highUsd.toFixed(4)} USD, cached rerun ${warmCost.lowUsd.toFixed(4)} USD`,
+    );
+    assert.ok(warmCost.highUsd < coldCost.lowUsd, `rerun ${warmCost.highUsd} against cold ${coldCost.lowUsd}`);
+    assert.ok(!warmCost.lines.some((l) => l.item.startsWith('Batch')), JSON.stringify(warmCost.lines));
+    // What it saved is what the cold run paid for the steps it skipped: every job, and each hit step's share.
+    const steps = new Map([[cold.executionArn, cold.stats.steps]]);
+    const saving = cacheSaving(warm.stats.cacheHits ?? [], (arn) => steps.get(arn));
+    assert.equal(saving.priced, saving.hits);
+    const skipped = new Set((warm.stats.cacheHits ?? []).map((h) => h.step));
+    let expected = 0;
+    for (const [step, usage] of Object.entries(cold.stats.steps ?? {})) {
+      if (!skipped.has(step)) continue;
+      const hits = (warm.stats.cacheHits ?? []).filter((h) => h.step === step).length;
+      expected += (costOf(usageOfStep(usage)).lowUsd * hits) / usage.stores;
+    }
+    assert.ok(Math.abs(saving.lowUsd - expected) < 1e-12, `${saving.lowUsd} against ${expected}`);
+    assert.ok(saving.lowUsd >= costOf({ ...usageOfStats(cold.stats), transitions: 0, lambda: { invocations: 0, billedMs: 0, gbSeconds: 0 } }).lowUsd - 1e-12);
   });
 
   it('a corrupt snapshot fails only its pairs, the league goes on, and a rerun recomputes only them', async () => {
