@@ -5,7 +5,8 @@
  *
  * - State transitions: every `*StateEntered` event.
  * - Lambda: each invocation, through the optimized integration (`TaskScheduled` with resource type
- *   `lambda`) or a function ARN as the resource (`LambdaFunctionScheduled`). The history has no
+ *   `lambda`; behind a task token, the invoke ends at `TaskSubmitted`, and the wait after it is
+ *   not Lambda time) or a function ARN as the resource (`LambdaFunctionScheduled`). The history has no
  *   billed duration: the time from the task's start to its end is used, rounded up to the
  *   millisecond, an upper bound of what Lambda bills (it includes the integration's own latency).
  *   The memory size is the function's configuration now. Claude tokens: the response's
@@ -116,6 +117,8 @@ async function usageOfHistory(
   const jobIds: string[] = [];
   const mapRuns: string[] = [];
   const started = new Map<number, number>();
+  /** Scheduled events whose invocation is counted (a token task's is, at its TaskSubmitted). */
+  const counted = new Set<number>();
   for (const e of events) {
     if (e.type?.endsWith('StateEntered')) transitions += 1;
     if (e.type === 'MapRunStarted' && e.mapRunStartedEventDetails?.mapRunArn) mapRuns.push(e.mapRunStartedEventDetails.mapRunArn);
@@ -127,10 +130,14 @@ async function usageOfHistory(
       const jobId = (parse(e.taskSubmittedEventDetails.output) as { JobId?: string } | undefined)?.JobId;
       if (jobId) jobIds.push(jobId);
     }
+    // A Lambda's invocation ends with its task, except behind a task token: there the invoke ends
+    // when the task is submitted (TaskSubmitted holds its response), and the wait that follows
+    // (an approver's decision) is not Lambda time.
     const ended = ['TaskSucceeded', 'TaskFailed', 'TaskTimedOut', 'LambdaFunctionSucceeded', 'LambdaFunctionFailed', 'LambdaFunctionTimedOut'];
-    if (!ended.includes(e.type ?? '')) continue;
+    const tokenInvoke = e.type === 'TaskSubmitted' && e.taskSubmittedEventDetails?.resourceType === 'lambda';
+    if (!tokenInvoke && !ended.includes(e.type ?? '')) continue;
     const scheduled = scheduledOf(e);
-    if (!scheduled) continue;
+    if (!scheduled || counted.has(scheduled.id!)) continue;
     const fn =
       scheduled.type === 'LambdaFunctionScheduled'
         ? scheduled.lambdaFunctionScheduledEventDetails?.resource
@@ -138,11 +145,13 @@ async function usageOfHistory(
           ? (parse(scheduled.taskScheduledEventDetails.parameters) as { FunctionName?: string } | undefined)?.FunctionName
           : undefined;
     if (!fn) continue;
+    counted.add(scheduled.id!);
     const from = started.get(scheduled.id!);
     const ms = from !== undefined && e.timestamp ? Math.max(1, Math.ceil(e.timestamp.getTime() - from)) : 1;
     lambdaRuns.push({ fn, ms });
-    const output =
-      e.type === 'TaskSucceeded'
+    const output = tokenInvoke
+      ? (parse(e.taskSubmittedEventDetails?.output) as { Payload?: unknown } | undefined)?.Payload
+      : e.type === 'TaskSucceeded'
         ? (parse(e.taskSucceededEventDetails?.output) as { Payload?: unknown } | undefined)?.Payload
         : e.type === 'LambdaFunctionSucceeded'
           ? parse(e.lambdaFunctionSucceededEventDetails?.output)

@@ -207,18 +207,17 @@ function printCost(cost: RunCost, io: Io): void {
  * Distributed Map children's and the Batch job descriptions (aws-usage.ts). Its pipeline is the
  * deployed stack whose state machine ran it.
  */
-export async function showAwsRun(
-  run: string,
-  io: Io,
-  clients: AwsUsageClients & { readonly cfn: CloudFormationClient } = {
-    sfn: new SFNClient({}),
-    batch: new BatchClient({}),
-    lambda: new LambdaClient({}),
-    cfn: new CloudFormationClient({}),
-  },
-): Promise<void> {
-  if (!/^arn:aws[\w-]*:states:[\w-]+:\d{12}:execution:[^:]+:[^:]+$/.test(run))
-    throw new ConfigError('RUN', run, 'on AWS, name the run by its execution ARN (arn:aws:states:<region>:<account>:execution:<state machine>:<name>)');
+export async function showAwsRun(run: string, io: Io, given?: AwsUsageClients & { readonly cfn: CloudFormationClient }): Promise<void> {
+  const arn = /^arn:aws[\w-]*:states:([\w-]+):\d{12}:execution:[^:]+:[^:]+$/.exec(run);
+  if (!arn) throw new ConfigError('RUN', run, 'on AWS, name the run by its execution ARN (arn:aws:states:<region>:<account>:execution:<state machine>:<name>)');
+  // The run's own region, whatever the profile's default.
+  const region = arn[1]!;
+  const clients = given ?? {
+    sfn: new SFNClient({ region }),
+    batch: new BatchClient({ region }),
+    lambda: new LambdaClient({ region }),
+    cfn: new CloudFormationClient({ region }),
+  };
   const described = await clients.sfn.send(new DescribeExecutionCommand({ executionArn: run }));
   let entry: PipelineEntry | undefined;
   for (const candidate of PIPELINES) {

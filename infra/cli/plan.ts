@@ -2,8 +2,10 @@
  * `frontier run PIPELINE --plan`: a run's plan from its config, nothing run. The pipeline's state
  * machine is synthesized as for a local run, its definition walked along the path the pipeline's
  * plan model chooses (pipelines/steps/plan.ts), and what the walk counts is priced with the dated
- * table: state transitions, Lambda requests (each at its memory size for a second, the low end,
- * or its timeout, the high end), Batch jobs (a minute each, the low end, or their timeouts).
+ * table: state transitions, Lambda requests (each its least billed millisecond at its memory size,
+ * the low end, or its timeout, the high end), Batch jobs (a minute each, the low end, or every
+ * attempt at its timeout), Claude's calls (RunPlan.cost says which ends hold what). It also bounds
+ * the largest state, and refuses a run past a hard limit, naming the field that drives it.
  */
 import { evalsPlanModel } from '#pipelines/evals/plan.ts';
 import { EVALS_PIPELINE } from '#pipelines/evals/stack.ts';
@@ -117,8 +119,10 @@ export interface RunPlan {
   readonly counts: PlanCounts;
   /**
    * The low end: each Lambda its least billed millisecond, each Batch job its billed minute, at
-   * spot. The high end: each Lambda and each job at its definition's timeout, on demand, once
-   * (retries, and a timeout a job's submit sets from the config, are not in it).
+   * spot, no Claude. The high end: each Lambda once at its timeout; each job every attempt Batch
+   * makes (its definition's RetryStrategy) at its attempt timeout (the one its submit sets, from
+   * the config, else its definition's), on demand; each Claude call at its max_tokens of output.
+   * Lambda's retries on service errors (throttles, service exceptions) are left out.
    */
   readonly cost: { readonly low: RunCost; readonly high: RunCost };
   /**
@@ -128,9 +132,27 @@ export interface RunPlan {
    */
   readonly payload: { readonly bytes: number; readonly parts: readonly PayloadPart[] };
   /** Each Batch job definition on the path: how many, and its timeout. */
-  readonly jobs: readonly { readonly definition: string; readonly count: number; readonly timeoutSeconds: number; readonly platform: string }[];
+  readonly jobs: readonly {
+    readonly definition: string;
+    readonly count: number;
+    /** Each attempt's timeout: the one its submit sets, else its definition's. */
+    readonly timeoutSeconds: number;
+    /** Batch's attempts, each of which may run to the timeout. */
+    readonly attempts: number;
+    readonly platform: string;
+  }[];
   /** The run's calls to Claude by step; the high end of the cost has each call at its max_tokens of output. */
   readonly claude: readonly PlanClaude[];
+}
+
+/** The number at a JSONPath of the run's state that the config decides: under `$.config`, or as the model says. */
+function valueAt(config: unknown, path: string, model: PlanModel): number | undefined {
+  if (path.startsWith('$.config.')) {
+    let at: unknown = config;
+    for (const key of path.slice('$.config.'.length).split('.')) at = (at as Record<string, unknown> | undefined)?.[key];
+    return typeof at === 'number' ? at : undefined;
+  }
+  return model.valueAt?.(path);
 }
 
 export function hasPlanModel(pipeline: string): boolean {
@@ -191,12 +213,15 @@ export function planRun(entry: PipelineEntry, config: unknown, options: PlanOpti
   const jobs = Object.entries(counts.batchByDefinition).map(([arn, count]) => {
     const def = definitions.get(arn);
     if (!def) throw new ConfigError('JobDefinition', arn, 'is not a job definition of the synthesized app');
-    return { def, count };
+    // The attempt timeout a submit sets (from the config, or a value the model knows) overrides the definition's.
+    const set = counts.batchTimeouts[arn];
+    const timeoutSeconds = typeof set === 'number' ? set : typeof set === 'string' ? (valueAt(config, set, walked) ?? def.timeoutSeconds) : def.timeoutSeconds;
+    return { def, count, timeoutSeconds, attempts: def.attempts ?? 1 };
   });
   const usage = (low: boolean): RunUsage => ({
     transitions: counts.transitions,
     lambda: { invocations: counts.lambdaInvocations, billedMs: 0, gbSeconds: low ? gbSecondsLow : gbSecondsHigh },
-    batch: jobs.flatMap(({ def, count }) =>
+    batch: jobs.flatMap(({ def, count, timeoutSeconds, attempts }) =>
       Array.from({ length: count }, () => ({
         job: def.name,
         platform: def.resources?.platform ?? 'FARGATE',
@@ -204,7 +229,8 @@ export function planRun(entry: PipelineEntry, config: unknown, options: PlanOpti
         vcpus: def.resources?.vcpus ?? 0,
         memoryMiB: def.resources?.memoryMiB ?? 0,
         gpus: def.resources?.gpus ?? 0,
-        seconds: low ? 0 : def.timeoutSeconds,
+        // High: every attempt Batch makes (spot reclaims, failed pulls) runs to its timeout.
+        seconds: low ? 0 : attempts * timeoutSeconds,
       })),
     ),
     // Claude's output at its most in the high end; input tokens are the data's, counted after the run.
@@ -218,10 +244,11 @@ export function planRun(entry: PipelineEntry, config: unknown, options: PlanOpti
     payload: { bytes: parts.reduce((n, p) => n + p.bytes, 0), parts },
     claude,
     cost: { low: costOf(usage(true)), high: costOf(usage(false)) },
-    jobs: jobs.map(({ def, count }) => ({
+    jobs: jobs.map(({ def, count, timeoutSeconds, attempts }) => ({
       definition: def.name,
       count,
-      timeoutSeconds: def.timeoutSeconds,
+      timeoutSeconds,
+      attempts,
       platform: def.resources?.instanceType ?? def.resources?.platform ?? '',
     })),
   };
@@ -255,8 +282,8 @@ export function printPlan(plan: RunPlan, io: Io, low?: PlanLowEnd): void {
   io.out(`Lambda invocations: ${c.lambdaInvocations}`);
   io.out(`Batch jobs: ${c.batchJobs}`);
   for (const line of table(
-    plan.jobs.map((j) => ({ job: j.definition, count: j.count, on: j.platform, timeout: `${j.timeoutSeconds} s` })),
-    ['job', 'count', 'on', 'timeout'],
+    plan.jobs.map((j) => ({ job: j.definition, count: j.count, on: j.platform, 'worst case': `${j.attempts} x ${j.timeoutSeconds} s` })),
+    ['job', 'count', 'on', 'worst case'],
   ))
     io.out(`  ${line}`);
   io.out(
@@ -271,7 +298,7 @@ export function printPlan(plan: RunPlan, io: Io, low?: PlanLowEnd): void {
   const calls = Object.entries(c.serviceCalls);
   if (calls.length) io.out(`service calls: ${calls.map(([k, n]) => `${k} ${n}`).join(', ')}`);
   io.out(
-    `cost on AWS: ${formatUsd(plan.cost.low.lowUsd, plan.cost.high.highUsd)} (low: each Lambda 1 ms and each job its billed minute, at spot; high: each at its definition's timeout, on demand, without retries; ${plan.cost.low.region} prices of ${plan.cost.low.pricesAsOf})`,
+    `cost on AWS: ${formatUsd(plan.cost.low.lowUsd, plan.cost.high.highUsd)} (low: each Lambda 1 ms and each job its billed minute, at spot; high: each Lambda once at its timeout, each job every Batch attempt at its timeout, on demand, Claude's calls at their max_tokens; Lambda retries on service errors left out; ${plan.cost.low.region} prices of ${plan.cost.low.pricesAsOf})`,
   );
 }
 

@@ -33,6 +33,8 @@ export interface LocalJobDefinition {
   readonly command: string[];
   readonly environment: Record<string, string>;
   readonly timeoutSeconds: number;
+  /** Batch's attempts (RetryStrategy.Attempts): each may run to the timeout. Default 1. */
+  readonly attempts?: number;
   /** Runs untrusted code: in the local sandbox, with its spec staged in and its outputs copied out. */
   readonly sandbox?: LocalSandbox;
   /** What the job asks for on AWS (its resource requirements), for the cost model. */

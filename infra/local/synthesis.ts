@@ -128,6 +128,7 @@ export function loadJobDefinitions(resolver: TemplateResolver): Map<string, Loca
       ContainerProperties?: { Environment?: { Name: string; Value: string }[]; ResourceRequirements?: { Type: string; Value: string }[] };
       Timeout?: { AttemptDurationSeconds?: number };
       PlatformCapabilities?: string[];
+      RetryStrategy?: { Attempts?: number };
     };
     const arn = resolver.refOf(stack, logicalId, resource);
     const requirement = (type: string) => Number(props.ContainerProperties?.ResourceRequirements?.find((r) => r.Type === type)?.Value ?? 0);
@@ -139,6 +140,7 @@ export function loadJobDefinitions(resolver: TemplateResolver): Map<string, Loca
       command: resource.Metadata?.[META.jobCommand] as string[],
       environment: Object.fromEntries((props.ContainerProperties?.Environment ?? []).map((e) => [e.Name, String(e.Value)])),
       timeoutSeconds: props.Timeout?.AttemptDurationSeconds ?? 7200,
+      attempts: props.RetryStrategy?.Attempts ?? 1,
       resources: {
         platform: props.PlatformCapabilities?.includes('FARGATE') ? 'FARGATE' : 'EC2',
         vcpus: requirement('VCPU'),

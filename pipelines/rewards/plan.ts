@@ -26,6 +26,8 @@ export function rewardsPlanModel(config: RewardsConfig, options: RewardsPlanOpti
   return coldModel({
     pipeline: 'rewards',
     startedByUpload: options.startedByUpload,
+    // Each training job's attempt timeout: the run's trainTimeoutSeconds, handed on by propose.
+    valueAt: (path) => (path === '$.timeoutSeconds' ? config.trainTimeoutSeconds : undefined),
     // Claude writes each generation's candidates in one call (reward files ask nothing).
     claude: () =>
       config.rewardFiles

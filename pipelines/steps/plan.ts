@@ -39,6 +39,8 @@ export interface PlanModel {
   payloadParts?(): readonly PayloadPart[];
   /** The run's calls to Claude, by step (none when absent). */
   claude?(): readonly PlanClaude[];
+  /** A value the run's state holds at `path` that the config decides, outside `$.config` (a job's timeout handed on by a step). */
+  valueAt?(path: string): number | undefined;
 }
 
 /**
@@ -79,6 +81,11 @@ export interface PlanCounts {
   batchJobs: number;
   /** By job definition, as the Task names it. */
   batchByDefinition: Record<string, number>;
+  /**
+   * A job's attempt timeout set at submit, by job definition: a number, or the JSONPath the
+   * Task reads it from (`$.config.jobTimeoutSeconds`). Absent: the definition's own.
+   */
+  batchTimeouts: Record<string, number | string>;
   /** Direct service integrations, by `service:action` (dynamodb:getItem, s3:headObject, ...). */
   serviceCalls: Record<string, number>;
   /** The widest iteration of each Map state. */
@@ -108,6 +115,7 @@ export function planCounts(graph: AslGraph, model: PlanModel): PlanCounts {
     lambdaByFunction: {},
     batchJobs: 0,
     batchByDefinition: {},
+    batchTimeouts: {},
     serviceCalls: {},
     mapWidths: {},
     mapResults: {},
@@ -171,7 +179,11 @@ function countTask(state: AslState, counts: PlanCounts): void {
     bump(counts.lambdaByFunction, String(parameters.FunctionName ?? resource));
   } else if (BATCH_SYNC.test(resource)) {
     counts.batchJobs += 1;
-    bump(counts.batchByDefinition, String(parameters.JobDefinition ?? 'unknown'));
+    const definition = String(parameters.JobDefinition ?? 'unknown');
+    bump(counts.batchByDefinition, definition);
+    const timeout = (parameters.Timeout ?? {}) as { AttemptDurationSeconds?: number; 'AttemptDurationSeconds.$'?: string };
+    const set = timeout.AttemptDurationSeconds ?? timeout['AttemptDurationSeconds.$'];
+    if (set !== undefined) counts.batchTimeouts[definition] = set;
   } else {
     const sdk = SDK.exec(resource);
     bump(counts.serviceCalls, sdk ? `${sdk[1]}:${sdk[2]}` : resource);
@@ -194,6 +206,8 @@ export interface ColdModelSpec {
   payloadParts?(): readonly PayloadPart[];
   /** As PlanModel.claude. */
   claude?(): readonly PlanClaude[];
+  /** As PlanModel.valueAt. */
+  valueAt?(path: string): number | undefined;
 }
 
 /**
@@ -212,6 +226,7 @@ export function coldModel(spec: ColdModelSpec): PlanModel {
     ...(spec.recordBytes ? { recordBytes: spec.recordBytes.bind(spec) } : {}),
     ...(spec.payloadParts ? { payloadParts: spec.payloadParts.bind(spec) } : {}),
     ...(spec.claude ? { claude: spec.claude.bind(spec) } : {}),
+    ...(spec.valueAt ? { valueAt: spec.valueAt.bind(spec) } : {}),
     decide(name, state, at) {
       const own = spec.decide?.(name, state, at);
       if (own !== undefined) return own;

@@ -57,6 +57,72 @@ function lambdaTask(first: number, state: string, ms: number, payload: unknown):
   ];
 }
 
+/** A Lambda as the Task's resource (what `payloadResponseOnly` makes): LambdaFunction* events. */
+function directLambda(first: number, state: string, ms: number, response: unknown): HistoryEvent[] {
+  return [
+    { id: first, timestamp: at(first * 10), type: 'TaskStateEntered', stateEnteredEventDetails: { name: state } },
+    {
+      id: first + 1,
+      previousEventId: first,
+      timestamp: at(first * 10),
+      type: 'LambdaFunctionScheduled',
+      lambdaFunctionScheduledEventDetails: { resource: FN },
+    },
+    { id: first + 2, previousEventId: first + 1, timestamp: at(first * 10 + 3), type: 'LambdaFunctionStarted' },
+    {
+      id: first + 3,
+      previousEventId: first + 2,
+      timestamp: at(first * 10 + 3 + ms),
+      type: 'LambdaFunctionSucceeded',
+      lambdaFunctionSucceededEventDetails: { output: JSON.stringify(response) },
+    },
+  ];
+}
+
+/** An approval gate: the invoke behind a task token returns in `ms`, the approver answers an hour later. */
+function tokenTask(first: number, ms: number): HistoryEvent[] {
+  return [
+    { id: first, timestamp: at(first * 10), type: 'TaskStateEntered', stateEnteredEventDetails: { name: 'approve: Wait for approval' } },
+    {
+      id: first + 1,
+      previousEventId: first,
+      timestamp: at(first * 10),
+      type: 'TaskScheduled',
+      taskScheduledEventDetails: {
+        resourceType: 'lambda',
+        resource: 'invoke.waitForTaskToken',
+        region: REGION,
+        parameters: JSON.stringify({ FunctionName: FN }),
+      },
+    },
+    {
+      id: first + 2,
+      previousEventId: first + 1,
+      timestamp: at(first * 10 + 2),
+      type: 'TaskStarted',
+      taskStartedEventDetails: { resourceType: 'lambda', resource: 'invoke.waitForTaskToken' },
+    },
+    {
+      id: first + 3,
+      previousEventId: first + 2,
+      timestamp: at(first * 10 + 2 + ms),
+      type: 'TaskSubmitted',
+      taskSubmittedEventDetails: {
+        resourceType: 'lambda',
+        resource: 'invoke.waitForTaskToken',
+        output: JSON.stringify({ StatusCode: 200, Payload: { sent: true } }),
+      },
+    },
+    {
+      id: first + 4,
+      previousEventId: first + 3,
+      timestamp: at(first * 10 + 3_600_000),
+      type: 'TaskSucceeded',
+      taskSucceededEventDetails: { resourceType: 'lambda', resource: 'invoke.waitForTaskToken', output: JSON.stringify({ approved: true }) },
+    },
+  ];
+}
+
 function batchTask(first: number, jobId: string): HistoryEvent[] {
   return [
     { id: first, timestamp: at(first * 10), type: 'TaskStateEntered', stateEnteredEventDetails: { name: 'sum: Run job' } },
@@ -107,8 +173,10 @@ describe('a run on AWS, read back', () => {
       ...batchTask(20, 'job-gone'),
       { id: 30, timestamp: at(300_000), type: 'MapStateEntered', stateEnteredEventDetails: { name: 'recheck: Items' } },
       { id: 31, previousEventId: 30, timestamp: at(300_001), type: 'MapRunStarted', mapRunStartedEventDetails: { mapRunArn: MAP_RUN } },
-      { id: 32, timestamp: at(400_000), type: 'SucceedStateEntered', stateEnteredEventDetails: { name: 'Done' } },
-      { id: 33, timestamp: at(400_001), type: 'ExecutionSucceeded' },
+      ...directLambda(40, 'report: Invoke', 70, { reportUri: 's3://b/r.html', claudeUsage: [usage] }),
+      ...tokenTask(50, 30),
+      { id: 60, timestamp: at(400_000), type: 'SucceedStateEntered', stateEnteredEventDetails: { name: 'Done' } },
+      { id: 61, timestamp: at(400_001), type: 'ExecutionSucceeded' },
     ];
     const child: HistoryEvent[] = [{ id: 1, timestamp: at(0), type: 'ExecutionStarted' }, ...lambdaTask(2, 'recheck-item: Invoke', 40, { square: 4 })];
     // Two pages for the parent, as GetExecutionHistory pages a long history.
@@ -187,13 +255,17 @@ describe('a run on AWS, read back', () => {
     const read = await awsRunUsage(RUN, clients(), (name) => (name.startsWith(`${sumDefinition.name}-`) ? { name: sumDefinition.name } : undefined));
     const { usage: u } = read;
     assert.equal(read.children, 1);
-    // prepare, two jobs, the Map, the Succeed state; and the child's one state.
-    assert.equal(u.transitions, 6);
-    assert.equal(u.lambda.invocations, 2);
-    assert.equal(u.lambda.billedMs, 250 + 40);
-    assert.ok(Math.abs(u.lambda.gbSeconds - (0.25 * 0.5 + 0.04 * 0.5)) < 1e-12, String(u.lambda.gbSeconds));
+    // prepare, two jobs, the Map, report, the approval, the Succeed state; and the child's one state.
+    assert.equal(u.transitions, 8);
+    // The approval's invoke is its 30 ms, not the hour its approver took.
+    assert.equal(u.lambda.invocations, 4);
+    assert.equal(u.lambda.billedMs, 250 + 40 + 70 + 30);
+    assert.ok(Math.abs(u.lambda.gbSeconds - 0.39 * 0.5) < 1e-12, String(u.lambda.gbSeconds));
     assert.deepEqual(u.batch, [{ job: sumDefinition.name, platform: 'FARGATE', vcpus: 1, memoryMiB: 2048, gpus: 0, seconds: 90 }]);
-    assert.deepEqual(u.claude, [usage]);
+    // prepare's and report's responses, summed by model.
+    assert.deepEqual(u.claude, [
+      { ...usage, inputTokens: 2 * usage.inputTokens, outputTokens: 2 * usage.outputTokens, cacheReadTokens: 2 * usage.cacheReadTokens },
+    ]);
     assert.deepEqual(read.notes, ["Batch job job-gone: not found (Batch keeps a job's description for 7 days after it ends); not priced"]);
     // Priced as a local run is: the transitions, the Lambda, the Fargate job's billed seconds, the tokens.
     const cost = costOf(u);
@@ -206,10 +278,10 @@ describe('a run on AWS, read back', () => {
     await showAwsRun(RUN, { out: (l: string) => lines.push(l), err: (l: string) => lines.push(l) }, clients());
     const text = lines.join('\n');
     assert.match(text, /^run-1 \(probe, on AWS\): SUCCEEDED, 400\.00 s/);
-    assert.match(text, /state transitions: 6 \(1 Distributed Map children included\)/);
-    assert.match(text, /Lambda: 2 invocations, 290 ms billed/);
+    assert.match(text, /state transitions: 8 \(1 Distributed Map children included\)/);
+    assert.match(text, /Lambda: 4 invocations, 390 ms billed/);
     assert.match(text, /Batch: 1 jobs, 90\.0 s/);
-    assert.match(text, new RegExp(`Claude ${DEFAULT_CLAUDE_MODEL}: 1200 input, 300 output, 4000 cache-read`));
+    assert.match(text, new RegExp(`Claude ${DEFAULT_CLAUDE_MODEL}: 2400 input, 600 output, 8000 cache-read`));
     assert.match(text, /plan of a cold run of this config: \d+ state transitions/);
     assert.match(text, /note: Batch job job-gone: not found/);
     assert.match(text, /cost on AWS at these figures: \$/);

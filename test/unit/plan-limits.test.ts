@@ -15,6 +15,7 @@ import { EvalsConfig } from '#pipelines/evals/config.ts';
 import { HumanoidConfig, HUMANOID_SIZES, MAX_REPLAY_COMMANDS } from '#pipelines/humanoid/config.ts';
 import { LM_SFT_SIZES, LmSftConfig } from '#pipelines/lm-sft/config.ts';
 import { ProbeConfig } from '#pipelines/probe/config.ts';
+import { REWARDS_SIZES, RewardsConfig } from '#pipelines/rewards/config.ts';
 import { MAX_SAES, SAE_SIZES, SaeConfig } from '#pipelines/sae/config.ts';
 import { LEAGUE_HISTORY_BUDGET, leagueHistoryEvents, MAX_GENERATIONS, SELFPLAY_SIZES, SelfPlayConfig } from '#pipelines/selfplay/config.ts';
 import { HISTORY_EVENT_BUDGET, HISTORY_EVENT_LIMIT } from '#pipelines/steps/history.ts';
@@ -122,5 +123,31 @@ describe('plans against the limits', () => {
     const parts = planRun(probe, wide).payload.parts;
     assert.ok(parts.some((p) => p.what === 'the result list at $.steps.square' && p.bytes === 200 * 600));
     assert.ok(parts.some((p) => p.bytes === STEP_RESULTS_RESERVE));
+  });
+});
+
+describe("a plan's high end", () => {
+  it('runs every Batch attempt to the timeout its submit sets from the config, and each Claude call to its max_tokens', () => {
+    const probe = pipelineNamed('probe');
+    const [job] = planRun(probe, ProbeConfig.parse({ items: [2, 3], jobTimeoutSeconds: 600 })).jobs;
+    // The sum job's definition asks Batch for 3 attempts; its submit sets the config's 600 s.
+    assert.deepEqual([job!.attempts, job!.timeoutSeconds], [3, 600]);
+    const longer = planRun(probe, ProbeConfig.parse({ items: [2, 3], jobTimeoutSeconds: 1200 }));
+    const shorter = planRun(probe, ProbeConfig.parse({ items: [2, 3], jobTimeoutSeconds: 600 }));
+    const fargate = (p: typeof longer) => p.cost.high.lines.find((l) => l.item.startsWith('Batch on Fargate'))!;
+    assert.equal(fargate(longer).quantity, 3 * 1200);
+    assert.ok(Math.abs(fargate(longer).highUsd - 2 * fargate(shorter).highUsd) < 1e-12);
+    // The reward search's jobs take the run's trainTimeoutSeconds, handed on by its proposal.
+    const rewards = pipelineNamed('rewards');
+    const config = RewardsConfig.parse({ ...REWARDS_SIZES.test, trainTimeoutSeconds: 300 });
+    assert.equal(planRun(rewards, config).jobs[0]!.timeoutSeconds, 300);
+    // Claude in the high end only: the proposals' output at 8,000 tokens each.
+    const plan = planRun(rewards, config);
+    const claude = plan.cost.high.lines.find((l) => l.item.startsWith('Claude '))!;
+    assert.equal(claude.quantity, config.generations * 8000);
+    assert.equal(
+      plan.cost.low.lines.find((l) => l.item.startsWith('Claude ')),
+      undefined,
+    );
   });
 });
