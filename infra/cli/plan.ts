@@ -346,6 +346,8 @@ const DRIVERS: Readonly<Record<string, readonly LimitDriver[]>> = {
   [EVALS_PIPELINE]: [arrayDriver('benchmarks')],
   [HUMANOID_PIPELINE]: [nestedDriver('replay', arrayDriver('forward'))],
   [VIDEO_PIPELINE]: [nestedDriver('sources', numberDriver('videos', 1))],
+  [REWARDS_PIPELINE]: [numberDriver('generations', 1), numberDriver('candidates', 1), arrayDriver('trainSeeds')],
+  [MOLECULES_PIPELINE]: [numberDriver('rounds', 0)],
 };
 
 /** A hard limit of Step Functions, as a plan measures it. */
@@ -389,7 +391,8 @@ export function limitBreaches(entry: PipelineEntry, config: unknown, options: Pl
   for (const limit of PLAN_LIMITS) {
     const planned = limit.planned(plan);
     if (planned <= limit.allowed) continue;
-    const fits = (c: Record<string, unknown>) => limit.planned(planRun(entry, c, options)) <= limit.allowed;
+    // A value fits when the config with it is one the schema accepts and its plan keeps to the limit.
+    const fits = (c: Record<string, unknown>) => entry.config.safeParse(c).success && limit.planned(planRun(entry, c, options)) <= limit.allowed;
     const base = config as Record<string, unknown>;
     // The first driver whose change alone brings the plan within the limit, searched by halving.
     let driver: LimitBreach['driver'];

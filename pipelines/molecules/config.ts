@@ -5,11 +5,26 @@
  * from earlier runs.
  */
 import { z } from 'zod';
+import { HISTORY_EVENT_BUDGET, HISTORY_EVENT_LIMIT } from '#pipelines/steps/history.ts';
 import { MAX_S3_URI_CHARS } from '#shared/schema.ts';
 import { DEFAULT_MAX_HEAVY_ATOMS } from '#shared/molecules/pool.ts';
 
 /** Oracle jobs in one round (sampleSize, or twice batchSize, in chunks of oracle.chunkSize). */
 export const MAX_ORACLE_JOBS_PER_ROUND = 100;
+
+/**
+ * History events of a cold campaign with every batch approved, as its plan counts them
+ * (pipelines/molecules/plan.ts; a test checks that the two agree): the start, the report and
+ * publication, 49 a round (propose, the approval, record), 43 an oracle job (a cached step of
+ * the fan-out).
+ */
+export const MOLECULES_HISTORY = { fixed: 129, round: 49, job: 43 } as const;
+
+/** The history events of a cold campaign: round 0 measures the sample, each later round twice batchSize. */
+export const moleculesHistoryEvents = (c: { rounds: number; sampleSize: number; batchSize: number; oracle: { chunkSize: number } }): number =>
+  MOLECULES_HISTORY.fixed +
+  MOLECULES_HISTORY.round * c.rounds +
+  MOLECULES_HISTORY.job * (Math.ceil(c.sampleSize / c.oracle.chunkSize) + c.rounds * Math.ceil((2 * c.batchSize) / c.oracle.chunkSize));
 
 export const MoleculesConfig = z
   .object({
@@ -83,6 +98,17 @@ export const MoleculesConfig = z
         code: 'custom',
         path: ['oracle', 'chunkSize'],
         message: `makes ${jobs} oracle jobs for a round of ${measured} molecules, over ${MAX_ORACLE_JOBS_PER_ROUND}: use a chunkSize of at least ${Math.ceil(measured / MAX_ORACLE_JOBS_PER_ROUND)}`,
+      });
+    }
+    // The campaign's history grows with its rounds and their jobs: bounded by the budget a run plans for.
+    const events = moleculesHistoryEvents(c);
+    if (events > HISTORY_EVENT_BUDGET) {
+      let fits = c.rounds;
+      while (fits > 0 && moleculesHistoryEvents({ ...c, rounds: fits }) > HISTORY_EVENT_BUDGET) fits -= 1;
+      ctx.addIssue({
+        code: 'custom',
+        path: ['rounds'],
+        message: `a campaign of ${c.rounds} rounds in oracle jobs of ${c.oracle.chunkSize} molecules would record ${events.toLocaleString('en-US')} history events, over the ${HISTORY_EVENT_BUDGET.toLocaleString('en-US')} a run plans for (Step Functions fails an execution past ${HISTORY_EVENT_LIMIT.toLocaleString('en-US')}): at most ${fits} rounds fit, or use a larger oracle.chunkSize`,
       });
     }
   });

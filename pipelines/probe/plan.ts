@@ -12,8 +12,12 @@ export function probePlanModel(config: z.output<typeof ProbeConfig>, options: { 
     pipeline: 'probe',
     startedByUpload: options.startedByUpload,
     // prepare's output keeps the items (6 characters each at most: "-1000,"), its URIs and keys
-    // (about 1,000 bytes) and the drill's padding.
-    payloadParts: () => [{ what: "prepare's output: the items and padKiB of padding", bytes: config.padKiB * 1024 + 6 * config.items.length + 1000 }],
+    // (about 1,000 bytes) and the drill's padding. prepare is a cached step: on a hit the state
+    // holds the entry's text, its parsed value and the restored result at once (on a miss, two
+    // copies), and the text escapes the output's quotes: 4 copies bound it.
+    payloadParts: () => [
+      { what: "prepare's output (the items and padKiB of padding), 4 copies", bytes: 4 * (config.padKiB * 1024 + 6 * config.items.length + 1000) },
+    ],
     mapItems: (name) => (name === 'square: Items' || name === 'recheck: Items' ? config.items.length : undefined),
     decide(name, state) {
       switch (name) {

@@ -142,7 +142,8 @@ export class ProbeStack extends PipelineStack {
       resultPath: '$.steps.publish',
     });
     const output = new sfn.Pass(this, 'Output', {
-      parameters: { 'total.$': '$.steps.sum.total', 'artifact.$': '$.steps.publish', 'square.$': '$.steps.square', 'steps.$': '$.steps' },
+      // The steps' results once (the square list is among them: twice would double the largest state).
+      parameters: { 'total.$': '$.steps.sum.total', 'artifact.$': '$.steps.publish', 'steps.$': '$.steps' },
     });
     const needsApproval = new sfn.Choice(this, 'Approval required?')
       .when(sfn.Condition.booleanEquals('$.config.approve', true), gate.next(publish))

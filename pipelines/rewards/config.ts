@@ -6,6 +6,7 @@
  * `finalSeeds`: 3 x finalTrainSeeds more policies.
  */
 import { z } from 'zod';
+import { HISTORY_EVENT_BUDGET, HISTORY_EVENT_LIMIT } from '#pipelines/steps/history.ts';
 import { MAX_TRAIN_TIMEOUT_SECONDS, MIN_TRAIN_TIMEOUT_SECONDS } from '#shared/rewards/loop.ts';
 import { DEFAULT_CLAUDE_MODEL } from '#shared/clients/anthropic.ts';
 
@@ -32,6 +33,18 @@ export const RewardFile = z
     sha256: z.string().regex(/^[0-9a-f]{64}$/, 'must be the sha256 (64 lowercase hex digits) of the source'),
   })
   .strict();
+
+/**
+ * History events of a cold reward search, as its plan counts them (pipelines/rewards/plan.ts; a
+ * test checks that the two agree): the start, the final's fixed states and the report, 40 a
+ * generation (its proposal, the fan-out's frame and its record), 97 a training run (train and
+ * grade, each a cached step, in the fan-out), the final's runs included (3 a final seed).
+ */
+export const REWARDS_HISTORY = { fixed: 111, generation: 40, run: 97 } as const;
+
+/** The history events of a cold search: generations x candidates x trainSeeds runs, then 3 x finalTrainSeeds. */
+export const rewardsHistoryEvents = (generations: number, candidates: number, trainSeeds: number, finalTrainSeeds: number): number =>
+  REWARDS_HISTORY.fixed + REWARDS_HISTORY.generation * generations + REWARDS_HISTORY.run * (generations * candidates * trainSeeds + 3 * finalTrainSeeds);
 
 export const RewardsConfig = z
   .object({
@@ -93,6 +106,19 @@ export const RewardsConfig = z
       if (train.has(s))
         ctx.addIssue({ code: 'custom', path: ['finalTrainSeeds', i], message: 'is a search training seed: the final retrains on seeds the search never used' });
     });
+    // The search's history grows with its training runs: bounded by the budget a run plans for.
+    const generations = c.rewardFiles ? 1 : c.generations;
+    const candidates = c.rewardFiles?.length ?? c.candidates;
+    const events = rewardsHistoryEvents(generations, candidates, c.trainSeeds.length, c.finalTrainSeeds.length);
+    if (events > HISTORY_EVENT_BUDGET) {
+      let fits = generations;
+      while (fits > 0 && rewardsHistoryEvents(fits, candidates, c.trainSeeds.length, c.finalTrainSeeds.length) > HISTORY_EVENT_BUDGET) fits -= 1;
+      ctx.addIssue({
+        code: 'custom',
+        path: [c.rewardFiles || fits === 0 ? 'trainSeeds' : 'generations'],
+        message: `a search of ${generations} generations x ${candidates} candidates x ${c.trainSeeds.length} training seeds (and the final's 3 x ${c.finalTrainSeeds.length}) would record ${events.toLocaleString('en-US')} history events, over the ${HISTORY_EVENT_BUDGET.toLocaleString('en-US')} a run plans for (Step Functions fails an execution past ${HISTORY_EVENT_LIMIT.toLocaleString('en-US')}): ${fits > 0 && !c.rewardFiles ? `at most ${fits} generation${fits === 1 ? '' : 's'} fit${fits === 1 ? 's' : ''} with these candidates and seeds` : 'use fewer candidates or training seeds'}`,
+      });
+    }
     if (c.rewardFiles) {
       const names = new Set<string>();
       c.rewardFiles.forEach((f, i) => {

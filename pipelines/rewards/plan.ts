@@ -5,7 +5,7 @@
  * its candidates are usable: the cold plan has all of them, `candidatesUsed` fewer (the low end
  * of the range has one a generation).
  */
-import { coldModel, type PlanModel } from '#pipelines/steps/plan.ts';
+import { coldModel, type PlanModel, S3_RECORD_BYTES_NO_ITEM } from '#pipelines/steps/plan.ts';
 import { PROPOSE_MAX_TOKENS } from '#shared/rewards/propose.ts';
 import type { RewardsConfig } from './config.ts';
 
@@ -24,6 +24,8 @@ export function rewardsPlanModel(config: RewardsConfig, options: RewardsPlanOpti
   let generation = 0;
   let final = false;
   return coldModel({
+    // A record of the fan-out: the runs' records keep no failure item.
+    recordBytes: () => S3_RECORD_BYTES_NO_ITEM,
     pipeline: 'rewards',
     startedByUpload: options.startedByUpload,
     // Each training job's attempt timeout: the run's trainTimeoutSeconds, handed on by propose.

@@ -64,13 +64,18 @@ export interface PayloadPart {
 }
 
 /**
- * The most bytes a fan-out's record takes, failed or not: a success is `{ok: true, uri}` (about
- * 290: a URI of at most 269 characters under runs/<pipeline>/<execution>/<step>/items/) or
+ * The most bytes a fan-out's record takes, failed or not, with a failure's `item` of up to 40
+ * bytes: a success is `{ok: true, uri}` (a URI of at most about 220 characters: s3://, a bucket
+ * of at most 63, runs/<pipeline>/<execution of at most 80>/<step>/items/<uuid>.json) or
  * `{ok: true, value}` with a value the pipeline bounds; a failure is `{ok: false, error,
- * causeUri, item}`: an Error of at most 256 characters, its cause's URI (269), about 570 with
- * the punctuation, leaving 30 for a failure's `item` (a model says more where its items are larger).
+ * causeUri, item}`, with an Error of at most 256 characters (AWS's limit; an error name, not
+ * escaped) and its cause's URI: about 510 with the punctuation. A model says more where its
+ * failure items are larger, or less where a fan-out keeps no item.
  */
 export const S3_RECORD_BYTES = 600;
+
+/** A fan-out's record without a failure item (about 510 bytes at most, see S3_RECORD_BYTES). */
+export const S3_RECORD_BYTES_NO_ITEM = 560;
 
 export interface PlanCounts {
   transitions: number;
@@ -92,7 +97,8 @@ export interface PlanCounts {
   mapWidths: Record<string, number>;
   /**
    * The result lists inline Maps write into the state, by ResultPath: the most bytes over the
-   * walk (a Map in a loop writes the same path each time).
+   * walk (a Map in a loop writes the same path each time), twice where a state takes the whole
+   * list as an input (a step copies its inputs into its scratch, so the state holds it twice).
    */
   mapResults: Record<string, number>;
 }
@@ -108,6 +114,8 @@ const bump = (counts: Record<string, number>, key: string, by = 1) => {
 
 /** The counts of one execution of `graph` along the path `model` chooses. */
 export function planCounts(graph: AslGraph, model: PlanModel): PlanCounts {
+  // The exact JSONPaths the definition reads somewhere (a Parameters value `"key.$": "$.steps.x"`).
+  const read = new Set([...JSON.stringify(graph).matchAll(/"[^"]*\.\$":"(\$[^"]*)"/g)].map((m) => m[1]!));
   const counts: PlanCounts = {
     transitions: 0,
     historyEvents: EXECUTION_EVENTS,
@@ -121,6 +129,7 @@ export function planCounts(graph: AslGraph, model: PlanModel): PlanCounts {
     mapResults: {},
   };
   walk(graph, model, { items: [] }, counts);
+  for (const path of Object.keys(counts.mapResults)) if (read.has(path)) counts.mapResults[path]! *= 2;
   return counts;
 }
 

@@ -3,6 +3,8 @@
  * emulators, the cache across runs, and the faults a user meets (a Lambda that throws, a
  * Batch job that fails or leaves no result, an oversized state, lost S3 outputs).
  */
+import { pipelineNamed } from '#infra/cli/config.ts';
+import { limitBreaches, planRun } from '#infra/cli/plan.ts';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -39,10 +41,14 @@ describe('probe pipeline on the embedded runtime', () => {
   it('runs every step kind and publishes the summary artifact', async () => {
     const record = await run({ items: [1, 2, 3, 5] });
     assert.equal(record.status, 'SUCCEEDED', record.cause);
-    const output = record.output as { total: number; artifact: { name: string; version: number }; square: { ok: boolean; value: { square: number } }[] };
+    const output = record.output as {
+      total: number;
+      artifact: { name: string; version: number };
+      steps: { square: { ok: boolean; value: { square: number } }[] };
+    };
     assert.equal(output.total, 1 + 4 + 9 + 25);
     assert.deepEqual(
-      output.square.map((s) => s.value.square),
+      output.steps.square.map((s) => s.value.square),
       [1, 4, 9, 25],
     );
     assert.equal(record.stats.batchJobs, 1);
@@ -155,9 +161,9 @@ describe('probe pipeline on the embedded runtime', () => {
     const items = Array.from({ length: 200 }, (_, i) => -1 - i);
     const record = await run({ items, maxFailures: 200, distributed: true, maxFailurePercent: 100, label: '\u0001"\\'.repeat(67).slice(0, 200) });
     assert.equal(record.status, 'SUCCEEDED', record.cause);
-    const output = record.output as { total: number; square: unknown[] };
+    const output = record.output as { total: number; steps: { square: unknown[] } };
     assert.equal(output.total, 0);
-    const outcomes = await readOutcomes(output.square, 'square');
+    const outcomes = await readOutcomes(output.steps.square, 'square');
     assert.equal(outcomes.length, 200);
     outcomes.forEach((o, i) => {
       assert.ok(!o.ok);
@@ -171,11 +177,11 @@ describe('probe pipeline on the embedded runtime', () => {
   it('within the tolerance, the failed item is recorded with its error and the run goes on', async () => {
     const record = await run({ items: [2, -3, 4], maxFailures: 1 });
     assert.equal(record.status, 'SUCCEEDED', record.cause);
-    const output = record.output as { total: number; square: { ok: boolean; causeUri?: string }[] };
+    const output = record.output as { total: number; steps: { square: { ok: boolean; causeUri?: string }[] } };
     assert.equal(output.total, 4 + 16);
     // The record holds the error's name, the item and where the cause went; the cause is read back from S3.
-    assert.match(output.square.find((s) => !s.ok)!.causeUri!, /^s3:\/\/.*\/runs\/probe\/.*\/square\/failures\/[0-9a-f-]+\.txt$/);
-    const failed = (await readOutcomes(output.square, 'square')).filter((s) => !s.ok);
+    assert.match(output.steps.square.find((s) => !s.ok)!.causeUri!, /^s3:\/\/.*\/runs\/probe\/.*\/square\/failures\/[0-9a-f-]+\.txt$/);
+    const failed = (await readOutcomes(output.steps.square, 'square')).filter((s) => !s.ok);
     assert.equal(failed.length, 1);
     assert.equal(failed[0]!.error, 'NegativeItem');
     assert.match(failed[0]!.cause, /item -3 is negative/);
@@ -203,6 +209,26 @@ describe('probe pipeline on the embedded runtime', () => {
     assert.equal(record.status, 'FAILED');
     assert.equal(record.error, 'JobResultMissing');
     assert.match(record.cause!, /wrote no result\.json/);
+  });
+
+  it("the plan's largest padding runs, cold and from the cache, within the plan's bound of its largest state", async () => {
+    const probe = pipelineNamed('probe');
+    const over = config({ items: [44], padKiB: 300 });
+    const [breach] = limitBreaches(probe, over);
+    const padKiB = breach!.driver!.largestFitting!;
+    const fitting = config({ items: [44], padKiB });
+    const bound = planRun(probe, fitting).payload.bytes;
+    assert.ok(bound <= 256 * 1024);
+    for (const which of ['cold', 'cached']) {
+      const record = await run({ items: [44], padKiB });
+      assert.equal(record.status, 'SUCCEEDED', `${which}: ${record.error}: ${record.cause}`);
+      assert.ok(record.stats.largestState.bytes <= bound, `${which}: ${JSON.stringify(record.stats.largestState)} over ${bound}`);
+      if (which === 'cached')
+        assert.ok(
+          (record.stats.cacheHits ?? []).some((h) => h.step === 'prepare'),
+          'prepare came from the cache',
+        );
+    }
   });
 
   it('a state output over 256 KiB fails the run naming the state, as AWS does', async () => {

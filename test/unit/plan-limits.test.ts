@@ -15,7 +15,8 @@ import { EvalsConfig } from '#pipelines/evals/config.ts';
 import { HumanoidConfig, HUMANOID_SIZES, MAX_REPLAY_COMMANDS } from '#pipelines/humanoid/config.ts';
 import { LM_SFT_SIZES, LmSftConfig } from '#pipelines/lm-sft/config.ts';
 import { ProbeConfig } from '#pipelines/probe/config.ts';
-import { REWARDS_SIZES, RewardsConfig } from '#pipelines/rewards/config.ts';
+import { REWARDS_SIZES, RewardsConfig, rewardsHistoryEvents } from '#pipelines/rewards/config.ts';
+import { MOLECULES_SIZES, MoleculesConfig, moleculesHistoryEvents } from '#pipelines/molecules/config.ts';
 import { MAX_SAES, SAE_SIZES, SaeConfig } from '#pipelines/sae/config.ts';
 import { LEAGUE_HISTORY_BUDGET, leagueHistoryEvents, MAX_GENERATIONS, SELFPLAY_SIZES, SelfPlayConfig } from '#pipelines/selfplay/config.ts';
 import { HISTORY_EVENT_BUDGET, HISTORY_EVENT_LIMIT } from '#pipelines/steps/history.ts';
@@ -88,11 +89,11 @@ describe('plans against the limits', () => {
     );
     const [breach] = limitBreaches(league, over);
     const largest = breach!.driver!.largestFitting!;
-    // The largest that fits does, and one more does not.
+    // The largest that fits is the schema's bound (a worst case over every path, under the same
+    // budget): its plan keeps within the budget, and one more is a config the schema refuses.
+    assert.equal(largest, MAX_GENERATIONS);
     assert.ok(planRun(league, { ...base, generations: largest }).counts.historyEvents <= HISTORY_EVENT_BUDGET);
-    assert.ok(planRun(league, { ...base, generations: largest + 1 }).counts.historyEvents > HISTORY_EVENT_BUDGET);
-    // The schema's bound, from its worst case over every path under the same budget, is within it.
-    assert.ok(MAX_GENERATIONS <= largest, `${MAX_GENERATIONS} > ${largest}`);
+    assert.equal(SelfPlayConfig.safeParse({ ...SELFPLAY_SIZES.test, generations: largest + 1 }).success, false);
   });
 
   it('a state over 256 KiB is refused before it starts, naming the field that drives it and the largest that fits', () => {
@@ -111,7 +112,7 @@ describe('plans against the limits', () => {
     assert.ok(planRun(probe, { ...padded, padKiB: largest }).payload.bytes <= PAYLOAD_LIMIT_BYTES);
     assert.ok(planRun(probe, { ...padded, padKiB: largest + 1 }).payload.bytes > PAYLOAD_LIMIT_BYTES);
     // A fan-out whose result list passes the limit with the padding: the item count is the first driver.
-    const wide = ProbeConfig.parse({ items: Array.from({ length: 200 }, (_, i) => i), padKiB: 100 });
+    const wide = ProbeConfig.parse({ items: Array.from({ length: 200 }, (_, i) => i), padKiB: 30 });
     const [breach] = limitBreaches(probe, wide);
     assert.equal(breach!.limit, 'payload');
     assert.equal(breach!.driver!.field, 'items');
@@ -149,5 +150,54 @@ describe("a plan's high end", () => {
       plan.cost.low.lines.find((l) => l.item.startsWith('Claude ')),
       undefined,
     );
+  });
+});
+
+describe('schemas bounded by the plans', () => {
+  const seeds = (n: number, from: number) => Array.from({ length: n }, (_, i) => from + i);
+
+  it("rewards: the schema's count of history events is the plan's, and it refuses what passes the budget", () => {
+    const rewards = pipelineNamed('rewards');
+    const base = RewardsConfig.parse(REWARDS_SIZES.test);
+    let refused = 0;
+    for (const generations of [1, 3, 10])
+      for (const candidates of [1, 5, 16])
+        for (const trainSeeds of [1, 4, 10])
+          for (const finalTrainSeeds of [1, 10]) {
+            const config = { ...base, generations, candidates, trainSeeds: seeds(trainSeeds, 1), finalTrainSeeds: seeds(finalTrainSeeds, 101) };
+            const events = rewardsHistoryEvents(generations, candidates, trainSeeds, finalTrainSeeds);
+            assert.equal(planRun(rewards, config).counts.historyEvents, events, JSON.stringify({ generations, candidates, trainSeeds, finalTrainSeeds }));
+            const parsed = RewardsConfig.safeParse(config);
+            assert.equal(parsed.success, events <= HISTORY_EVENT_BUDGET, `${events} events`);
+            if (!parsed.success) {
+              refused += 1;
+              assert.match(parsed.error.issues[0]!.message, /would record [\d,]+ history events, over the 22,500 a run plans for/);
+            }
+          }
+    assert.ok(refused > 0);
+  });
+
+  it("molecules: the schema's count of history events is the plan's (every batch approved), and it refuses what passes the budget", () => {
+    const molecules = pipelineNamed('molecules');
+    const base = MoleculesConfig.parse(MOLECULES_SIZES.test);
+    let refused = 0;
+    for (const rounds of [0, 5, 100])
+      for (const [sampleSize, batchSize, chunkSize] of [
+        [12, 4, 8],
+        [2000, 100, 25],
+        [10_000, 500, 250],
+      ] as const) {
+        const config = { ...base, rounds, sampleSize, batchSize, oracle: { ...base.oracle, chunkSize } };
+        const events = moleculesHistoryEvents(config);
+        assert.equal(planRun(molecules, config).counts.historyEvents, events, JSON.stringify({ rounds, sampleSize, batchSize, chunkSize }));
+        const parsed = MoleculesConfig.safeParse(config);
+        assert.equal(parsed.success, events <= HISTORY_EVENT_BUDGET, `${events} events`);
+        if (!parsed.success) {
+          refused += 1;
+          assert.deepEqual(parsed.error.issues[0]!.path, ['rounds']);
+          assert.match(parsed.error.issues[0]!.message, /at most \d+ rounds fit/);
+        }
+      }
+    assert.ok(refused > 0);
   });
 });
