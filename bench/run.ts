@@ -40,6 +40,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { cacheSaving, costOf, formatUsd, usageOfStats } from '#shared/cost/usage.ts';
+import { parentExecutionArn } from '#infra/cli/inspect.ts';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -95,7 +96,7 @@ function costFigures(cold: ExecutionRecord, warm: ExecutionRecord) {
   const coldCost = costOf(usageOfStats(cold.stats));
   const warmCost = costOf(usageOfStats(warm.stats));
   const steps = new Map([[cold.executionArn, cold.stats.steps]]);
-  const saved = cacheSaving(warm.stats.cacheHits ?? [], (arn) => steps.get(arn));
+  const saved = cacheSaving(warm.stats.cacheHits ?? [], (arn) => steps.get(parentExecutionArn(arn)));
   return {
     coldUsd: [coldCost.lowUsd, coldCost.highUsd],
     rerunUsd: [warmCost.lowUsd, warmCost.highUsd],

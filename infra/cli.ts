@@ -42,7 +42,7 @@ import { sha256Hex } from '#shared/json.ts';
 import { parseOrThrow } from '#shared/schema.ts';
 import { explainCache } from './cli/cache-explain.ts';
 import { pipelineNamed, resolveConfig } from './cli/config.ts';
-import { planOptionsOf, planWithRange, printPlan, refuseOverLimits } from './cli/plan.ts';
+import { limitBreaches, planOptionsOf, planWithRange, printPlan, refuseOverLimits, worstCase } from './cli/plan.ts';
 import { listApprovals, listArtifacts, listAwsRuns, listLocalRuns, showArtifact, showAwsRun, showLocalRun } from './cli/inspect.ts';
 import { processIo, type Io } from './cli/output.ts';
 import { runAws } from './cli/run-aws.ts';
@@ -219,8 +219,11 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
         const withLabels = withLabelsFile(withRewards.config, entry, labelsFile);
         const config = withCheckpoint(withLabels.config, entry, values.checkpoint);
         if (values.plan) {
-          const { plan, low } = planWithRange(entry, config, planOptionsOf(entry, config));
+          const options = planOptionsOf(entry, config);
+          const { plan, low } = planWithRange(entry, config, options);
           printPlan(plan, io, low);
+          for (const breach of limitBreaches(entry, config, worstCase(entry, config, options), plan))
+            io.out(`a run of this config is refused before it starts: ${breach.driver ? `config.${breach.driver.field}: ` : ''}${breach.message}`);
           return 0;
         }
         // A run whose plan breaks a hard limit of Step Functions is refused here, before it starts.

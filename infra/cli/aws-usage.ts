@@ -18,6 +18,7 @@
  *   Batch keeps a job's description for at least 7 days after it ends: older jobs are listed as
  *   not found.
  */
+import pMap from 'p-map';
 import { type BatchClient, DescribeJobsCommand, type JobDetail } from '@aws-sdk/client-batch';
 import { GetFunctionConfigurationCommand, type LambdaClient } from '@aws-sdk/client-lambda';
 import { GetExecutionHistoryCommand, type HistoryEvent, ListExecutionsCommand, type SFNClient } from '@aws-sdk/client-sfn';
@@ -41,6 +42,8 @@ export interface AwsRunUsage {
 export type JobDefinitionLookup = (definitionName: string) => { readonly name: string; readonly instanceType?: string } | undefined;
 
 const DESCRIBE_JOBS_AT_ONCE = 100;
+/** Child executions read at once (GetExecutionHistory is rate-limited per account). */
+const CHILDREN_AT_ONCE = 8;
 
 /** The usage of one execution and its Distributed Map children. */
 export async function awsRunUsage(executionArn: string, clients: AwsUsageClients, lookup: JobDefinitionLookup): Promise<AwsRunUsage> {
@@ -48,16 +51,29 @@ export async function awsRunUsage(executionArn: string, clients: AwsUsageClients
   const memory = new Map<string, number | undefined>();
   let usage: RunUsage = EMPTY_USAGE;
   let children = 0;
-  const queue = [executionArn];
-  while (queue.length) {
-    const arn = queue.shift()!;
-    const events = await historyOf(clients.sfn, arn);
-    const read = await usageOfHistory(events, clients, lookup, memory, notes);
-    usage = addUsage(usage, read.usage);
-    for (const mapRunArn of read.mapRuns) {
-      const childArns = await childExecutions(clients.sfn, mapRunArn);
-      children += childArns.length;
-      queue.push(...childArns);
+  const read = async (arn: string) => usageOfHistory(await historyOf(clients.sfn, arn), clients, lookup, memory, notes);
+  const parent = await read(executionArn);
+  usage = addUsage(usage, parent.usage);
+  // A Distributed Map's children (thousands, for the refinery's shards), read a few at a time: a
+  // child that cannot be read (throttled past the SDK's retries) is a note, not the end of it.
+  let pending = parent.mapRuns;
+  while (pending.length) {
+    const childArns = (await pMap(pending, (mapRunArn) => childExecutions(clients.sfn, mapRunArn), { concurrency: CHILDREN_AT_ONCE })).flat();
+    const results = await pMap(
+      childArns,
+      (arn) =>
+        read(arn).catch((error: Error) => {
+          notes.push(`child execution ${arn}: not read (${error.name}: ${error.message}); not priced`);
+          return undefined;
+        }),
+      { concurrency: CHILDREN_AT_ONCE },
+    );
+    children += childArns.length;
+    pending = [];
+    for (const r of results) {
+      if (!r) continue;
+      usage = addUsage(usage, r.usage);
+      pending.push(...r.mapRuns);
     }
   }
   return { usage, children, notes };

@@ -167,10 +167,15 @@ function planLine(pipeline: string, input: unknown): string {
   if (!config) return 'plan: none (the run was started without a config: an upload, whose trigger fills it in)';
   try {
     const entry = pipelineNamed(pipeline);
-    const { plan, low } = planWithRange(entry, config, planOptionsOf(entry, config));
+    const options = planOptionsOf(entry, config);
+    const { plan, low } = planWithRange(entry, config, options);
+    const assumed = [
+      options.registeredBenchmarks !== undefined ? `${options.registeredBenchmarks} registered benchmarks, the most a run takes` : '',
+      options.listedSources !== undefined ? `${options.listedSources} listed sources, the most a list holds` : '',
+    ].filter(Boolean);
     const c = plan.counts;
     const range = (l: number | undefined, h: number) => (l === undefined || l === h ? `${h}` : `${l}-${h}`);
-    return `plan of a cold run of this config${low ? ` (${low.what})` : ''}: ${range(low?.plan.counts.transitions, c.transitions)} state transitions, ${range(low?.plan.counts.lambdaInvocations, c.lambdaInvocations)} Lambda invocations, ${range(low?.plan.counts.batchJobs, c.batchJobs)} Batch jobs (a cached step or a failed item makes the actuals differ)`;
+    return `plan of a cold run of this config${low ? ` (${low.what})` : ''}${assumed.length ? ` (planned for ${assumed.join(', ')})` : ''}: ${range(low?.plan.counts.transitions, c.transitions)} state transitions, ${range(low?.plan.counts.lambdaInvocations, c.lambdaInvocations)} Lambda invocations, ${range(low?.plan.counts.batchJobs, c.batchJobs)} Batch jobs (a cached step or a failed item makes the actuals differ)`;
   } catch (error) {
     if (error instanceof ConfigError) return `plan: none (${error.message})`;
     throw error;

@@ -24,6 +24,7 @@ const MACHINE = `arn:aws:states:${REGION}:123456789012:stateMachine:StateMachine
 const RUN = `arn:aws:states:${REGION}:123456789012:execution:StateMachine2E01A3A5-abc:run-1`;
 const MAP_RUN = `arn:aws:states:${REGION}:123456789012:mapRun:StateMachine2E01A3A5-abc/recheck:run-1`;
 const CHILD = `arn:aws:states:${REGION}:123456789012:execution:StateMachine2E01A3A5-abc/recheck:child-0`;
+const THROTTLED = `arn:aws:states:${REGION}:123456789012:execution:StateMachine2E01A3A5-abc/recheck:child-1`;
 const FN = `arn:aws:lambda:${REGION}:123456789012:function:Probe-Prepare`;
 const T0 = Date.parse('2026-12-01T10:00:00Z');
 const at = (ms: number) => new Date(T0 + ms);
@@ -187,8 +188,15 @@ describe('a run on AWS, read back', () => {
       .resolves({ events: parent.slice(8) })
       .on(GetExecutionHistoryCommand, { executionArn: CHILD })
       .resolves({ events: child })
+      .on(GetExecutionHistoryCommand, { executionArn: THROTTLED })
+      .rejects(Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' }))
       .on(ListExecutionsCommand, { mapRunArn: MAP_RUN })
-      .resolves({ executions: [{ executionArn: CHILD, stateMachineArn: MACHINE, name: 'child-0', status: 'SUCCEEDED', startDate: at(0) }] })
+      .resolves({
+        executions: [
+          { executionArn: CHILD, stateMachineArn: MACHINE, name: 'child-0', status: 'SUCCEEDED', startDate: at(0) },
+          { executionArn: THROTTLED, stateMachineArn: MACHINE, name: 'child-1', status: 'SUCCEEDED', startDate: at(0) },
+        ],
+      })
       .on(DescribeExecutionCommand, { executionArn: RUN })
       .resolves({
         executionArn: RUN,
@@ -254,7 +262,8 @@ describe('a run on AWS, read back', () => {
   it('counts the transitions, Lambda time, Batch attempts and Claude tokens, children included', async () => {
     const read = await awsRunUsage(RUN, clients(), (name) => (name.startsWith(`${sumDefinition.name}-`) ? { name: sumDefinition.name } : undefined));
     const { usage: u } = read;
-    assert.equal(read.children, 1);
+    // A child that cannot be read (throttled past the SDK's retries) is a note; the rest is priced.
+    assert.equal(read.children, 2);
     // prepare, two jobs, the Map, report, the approval, the Succeed state; and the child's one state.
     assert.equal(u.transitions, 8);
     // The approval's invoke is its 30 ms, not the hour its approver took.
@@ -266,7 +275,10 @@ describe('a run on AWS, read back', () => {
     assert.deepEqual(u.claude, [
       { ...usage, inputTokens: 2 * usage.inputTokens, outputTokens: 2 * usage.outputTokens, cacheReadTokens: 2 * usage.cacheReadTokens },
     ]);
-    assert.deepEqual(read.notes, ["Batch job job-gone: not found (Batch keeps a job's description for 7 days after it ends); not priced"]);
+    assert.deepEqual(read.notes.toSorted(), [
+      "Batch job job-gone: not found (Batch keeps a job's description for 7 days after it ends); not priced",
+      `child execution ${THROTTLED}: not read (ThrottlingException: Rate exceeded); not priced`,
+    ]);
     // Priced as a local run is: the transitions, the Lambda, the Fargate job's billed seconds, the tokens.
     const cost = costOf(u);
     assert.ok(cost.lines.some((l) => l.item.startsWith('Claude ') && l.lowUsd > 0));
@@ -278,7 +290,7 @@ describe('a run on AWS, read back', () => {
     await showAwsRun(RUN, { out: (l: string) => lines.push(l), err: (l: string) => lines.push(l) }, clients());
     const text = lines.join('\n');
     assert.match(text, /^run-1 \(probe, on AWS\): SUCCEEDED, 400\.00 s/);
-    assert.match(text, /state transitions: 8 \(1 Distributed Map children included\)/);
+    assert.match(text, /state transitions: 8 \(2 Distributed Map children included\)/);
     assert.match(text, /Lambda: 4 invocations, 390 ms billed/);
     assert.match(text, /Batch: 1 jobs, 90\.0 s/);
     assert.match(text, new RegExp(`Claude ${DEFAULT_CLAUDE_MODEL}: 2400 input, 600 output, 8000 cache-read`));

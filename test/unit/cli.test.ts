@@ -62,6 +62,10 @@ describe('cli: errors', () => {
       /config\.padKiB: is refused before the run starts: its plan reaches [\d,]+ bytes of state, over the 262,144 allowed .*the largest that fits is padKiB \d+ \(got 300\)/,
     );
     assert.doesNotMatch(over.text(), /local runtime ready/);
+    // --plan of the same config says so, after the plan.
+    const overPlan = capture();
+    assert.equal(await main(['run', 'probe', '--plan', '--config', '{"items":[2,3],"padKiB":300}'], overPlan.io), 0);
+    assert.match(overPlan.text(), /a run of this config is refused before it starts: config\.padKiB: its plan reaches/);
     // Where data decides part of the run, the plan gives both ends of the range.
     const refinery = capture();
     assert.equal(await main(['run', 'refinery', '--size', 'test', '--plan'], refinery.io), 0, refinery.text());
