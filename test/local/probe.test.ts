@@ -172,6 +172,12 @@ describe('probe pipeline on the embedded runtime', () => {
     const { largestState } = record.stats;
     console.log(`probe at its limits: largest state ${largestState.bytes} bytes (${largestState.name})`);
     assert.ok(largestState.bytes < 128 * 1024, `${largestState.name}: ${largestState.bytes} bytes`);
+    // Within the plan's bound, every record a failure.
+    const bound = planRun(
+      pipelineNamed('probe'),
+      config({ items, maxFailures: 200, distributed: true, maxFailurePercent: 100, label: '\u0001"\\'.repeat(67).slice(0, 200) }),
+    ).payload.bytes;
+    assert.ok(largestState.bytes <= bound, `${largestState.bytes} > ${bound}`);
   });
 
   it('within the tolerance, the failed item is recorded with its error and the run goes on', async () => {
