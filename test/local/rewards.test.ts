@@ -7,6 +7,7 @@
  */
 import { costOf, usageOfStats } from '#shared/cost/usage.ts';
 import { planRun } from '#infra/cli/plan.ts';
+import { assertPlanMatchesRun } from '../support/plan.ts';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -285,8 +286,11 @@ describe('reward search on the embedded runtime (test size)', { skip }, () => {
   it('evaluates reward files without asking Claude', async () => {
     // The sources go to the bucket first (the CLI's --reward-file does it); the config names them by hash.
     const ctx = { bucket: rt.resources.buckets[0]!, pipeline: REWARDS_PIPELINE };
+    // Seeds of its own, so that nothing comes from the first run's cache: a cold run, every item a success.
     const files = RewardsConfig.parse({
       ...REWARDS_SIZES.test,
+      trainSeeds: [5],
+      finalTrainSeeds: [105],
       rewardFiles: [
         { name: 'shaped', sha256: await writeRewardSource(ctx, shaped) },
         { name: 'height', sha256: await writeRewardSource(ctx, HEIGHT) },
@@ -296,6 +300,8 @@ describe('reward search on the embedded runtime (test size)', { skip }, () => {
     const run = await rt.startExecution(REWARDS_PIPELINE, { config: files }).done;
     assert.equal(run.status, 'SUCCEEDED', `${run.error}: ${run.cause}`);
     assert.equal(fake.requests.length, before);
+    // Reward files decide the work: the plan's counts are the run's, exactly.
+    assertPlanMatchesRun(REWARDS_PIPELINE, files, run);
     const doc = await readSearch((run.output as { searchUri: string }).searchUri);
     assert.equal(doc.generations.length, 1);
     assert.deepEqual(
