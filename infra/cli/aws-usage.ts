@@ -22,7 +22,7 @@ import pMap from 'p-map';
 import { type BatchClient, DescribeJobsCommand, type JobDetail } from '@aws-sdk/client-batch';
 import { GetFunctionConfigurationCommand, type LambdaClient } from '@aws-sdk/client-lambda';
 import { GetExecutionHistoryCommand, type HistoryEvent, ListExecutionsCommand, type SFNClient } from '@aws-sdk/client-sfn';
-import { addUsage, type BatchJobUsage, type ClaudeUsage, claudeUsageOf, EMPTY_USAGE, type RunUsage } from '#shared/cost/usage.ts';
+import { addClaude, addUsage, type BatchJobUsage, type ClaudeUsage, claudeUsageOf, EMPTY_USAGE, type RunUsage } from '#shared/cost/usage.ts';
 
 export interface AwsUsageClients {
   readonly sfn: SFNClient;
@@ -173,7 +173,7 @@ async function usageOfHistory(
           ? parse(e.lambdaFunctionSucceededEventDetails?.output)
           : undefined;
     const used = claudeUsageOf(output);
-    if (used.length) claude = addUsage({ ...EMPTY_USAGE, claude }, { ...EMPTY_USAGE, claude: used }).claude as ClaudeUsage[];
+    if (used.length) claude = addClaude(claude, used);
   }
   let billedMs = 0;
   let gbSeconds = 0;

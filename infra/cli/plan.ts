@@ -45,7 +45,7 @@ import { table, type Io } from './output.ts';
 
 /** The job definitions of a pipeline's synthesized app, by their ARN there. */
 export function jobDefinitionsOf(entry: PipelineEntry) {
-  return loadJobDefinitions(synthesizedOf(entry).resolver);
+  return synthesizedOf(entry).definitions;
 }
 
 /** The pipelines that have a plan model, and how to make it from a parsed config. */
@@ -170,8 +170,11 @@ export const STEP_RESULTS_RESERVE = MAX_JOB_RESULT_BYTES;
 /** An upload's trigger in the execution input: its bucket, key (S3's 1,024 bytes at most), size, ETag and time. */
 const TRIGGER_BYTES = 1400;
 
-/** The synthesized app of a pipeline, once per process: a plan walks it many times over. */
-const synthesized = new Map<string, { resolver: TemplateResolver; definition: AslGraph }>();
+/** The synthesized app of a pipeline (its definition, functions and job definitions), once per process: a plan walks it many times over. */
+const synthesized = new Map<
+  string,
+  { definition: AslGraph; functions: ReturnType<typeof loadFunctions>; definitions: ReturnType<typeof loadJobDefinitions> }
+>();
 
 function synthesizedOf(entry: PipelineEntry) {
   let found = synthesized.get(entry.name);
@@ -180,7 +183,7 @@ function synthesizedOf(entry: PipelineEntry) {
     const machine = resolver.resourcesOfType('AWS::StepFunctions::StateMachine').find((m) => m.resource.Metadata?.[PIPELINE_META] === entry.name);
     if (!machine) throw new ConfigError('pipeline', entry.name, 'has no state machine in the synthesized app');
     const definition = JSON.parse(String(resolver.resolve(machine.stack, machine.resource.Properties!.DefinitionString))) as AslGraph;
-    found = { resolver, definition };
+    found = { definition, functions: loadFunctions(resolver), definitions: loadJobDefinitions(resolver) };
     synthesized.set(entry.name, found);
   }
   return found;
@@ -190,7 +193,7 @@ function synthesizedOf(entry: PipelineEntry) {
 export function planRun(entry: PipelineEntry, config: unknown, options: PlanOptions = {}): RunPlan {
   const model = MODELS[entry.name];
   if (!model) throw new ConfigError('--plan', entry.name, `no plan model for this pipeline yet (there is one for: ${Object.keys(MODELS).join(', ')})`);
-  const { resolver, definition } = synthesizedOf(entry);
+  const { definition, functions, definitions } = synthesizedOf(entry);
   const walked = model(config as never, { claudeKey: Boolean(process.env.ANTHROPIC_API_KEY), ...options });
   const counts = planCounts(definition, walked);
   const claude = walked.claude?.() ?? [];
@@ -200,8 +203,6 @@ export function planRun(entry: PipelineEntry, config: unknown, options: PlanOpti
     ...(walked.payloadParts?.() ?? []),
     { what: "the steps' own results (reserve)", bytes: STEP_RESULTS_RESERVE },
   ];
-  const functions = loadFunctions(resolver);
-  const definitions = loadJobDefinitions(resolver);
   let gbSecondsLow = 0;
   let gbSecondsHigh = 0;
   for (const [name, n] of Object.entries(counts.lambdaByFunction)) {

@@ -30,133 +30,67 @@ const T0 = Date.parse('2026-12-01T10:00:00Z');
 const at = (ms: number) => new Date(T0 + ms);
 const usage = { model: DEFAULT_CLAUDE_MODEL, inputTokens: 1200, outputTokens: 300, cacheReadTokens: 4000, cacheWriteTokens: 0 };
 
-/** A Lambda invoked through the optimized integration, `ms` long, its response `payload`. */
-function lambdaTask(first: number, state: string, ms: number, payload: unknown): HistoryEvent[] {
+/**
+ * A Task state's events from id `first` on: its StateEntered, then each event `[type, ms after
+ * entering, details]`, each linked to the one before (previousEventId), as a history links them.
+ */
+function taskEvents(first: number, state: string, events: readonly [type: string, ms: number, details?: Partial<HistoryEvent>][]): HistoryEvent[] {
+  const entered: HistoryEvent = { id: first, timestamp: at(first * 10), type: 'TaskStateEntered', stateEnteredEventDetails: { name: state } };
   return [
-    { id: first, timestamp: at(first * 10), type: 'TaskStateEntered', stateEnteredEventDetails: { name: state } },
-    {
-      id: first + 1,
-      previousEventId: first,
-      timestamp: at(first * 10),
-      type: 'TaskScheduled',
-      taskScheduledEventDetails: { resourceType: 'lambda', resource: 'invoke', region: REGION, parameters: JSON.stringify({ FunctionName: FN, Payload: {} }) },
-    },
-    {
-      id: first + 2,
-      previousEventId: first + 1,
-      timestamp: at(first * 10 + 5),
-      type: 'TaskStarted',
-      taskStartedEventDetails: { resourceType: 'lambda', resource: 'invoke' },
-    },
-    {
-      id: first + 3,
-      previousEventId: first + 2,
-      timestamp: at(first * 10 + 5 + ms),
-      type: 'TaskSucceeded',
-      taskSucceededEventDetails: { resourceType: 'lambda', resource: 'invoke', output: JSON.stringify({ StatusCode: 200, Payload: payload }) },
-    },
+    entered,
+    ...events.map(
+      ([type, ms, details], i) => ({ id: first + 1 + i, previousEventId: first + i, timestamp: at(first * 10 + ms), type, ...details }) as HistoryEvent,
+    ),
   ];
 }
+
+const task = (resourceType: string, resource: string) => ({ resourceType, resource });
+
+/** A Lambda invoked through the optimized integration, `ms` long, its response `payload`. */
+const lambdaTask = (first: number, state: string, ms: number, payload: unknown) =>
+  taskEvents(first, state, [
+    [
+      'TaskScheduled',
+      0,
+      { taskScheduledEventDetails: { ...task('lambda', 'invoke'), region: REGION, parameters: JSON.stringify({ FunctionName: FN, Payload: {} }) } },
+    ],
+    ['TaskStarted', 5, { taskStartedEventDetails: task('lambda', 'invoke') }],
+    ['TaskSucceeded', 5 + ms, { taskSucceededEventDetails: { ...task('lambda', 'invoke'), output: JSON.stringify({ StatusCode: 200, Payload: payload }) } }],
+  ]);
 
 /** A Lambda as the Task's resource (what `payloadResponseOnly` makes): LambdaFunction* events. */
-function directLambda(first: number, state: string, ms: number, response: unknown): HistoryEvent[] {
-  return [
-    { id: first, timestamp: at(first * 10), type: 'TaskStateEntered', stateEnteredEventDetails: { name: state } },
-    {
-      id: first + 1,
-      previousEventId: first,
-      timestamp: at(first * 10),
-      type: 'LambdaFunctionScheduled',
-      lambdaFunctionScheduledEventDetails: { resource: FN },
-    },
-    { id: first + 2, previousEventId: first + 1, timestamp: at(first * 10 + 3), type: 'LambdaFunctionStarted' },
-    {
-      id: first + 3,
-      previousEventId: first + 2,
-      timestamp: at(first * 10 + 3 + ms),
-      type: 'LambdaFunctionSucceeded',
-      lambdaFunctionSucceededEventDetails: { output: JSON.stringify(response) },
-    },
-  ];
-}
+const directLambda = (first: number, state: string, ms: number, response: unknown) =>
+  taskEvents(first, state, [
+    ['LambdaFunctionScheduled', 0, { lambdaFunctionScheduledEventDetails: { resource: FN } }],
+    ['LambdaFunctionStarted', 3],
+    ['LambdaFunctionSucceeded', 3 + ms, { lambdaFunctionSucceededEventDetails: { output: JSON.stringify(response) } }],
+  ]);
 
 /** An approval gate: the invoke behind a task token returns in `ms`, the approver answers an hour later. */
-function tokenTask(first: number, ms: number): HistoryEvent[] {
-  return [
-    { id: first, timestamp: at(first * 10), type: 'TaskStateEntered', stateEnteredEventDetails: { name: 'approve: Wait for approval' } },
-    {
-      id: first + 1,
-      previousEventId: first,
-      timestamp: at(first * 10),
-      type: 'TaskScheduled',
-      taskScheduledEventDetails: {
-        resourceType: 'lambda',
-        resource: 'invoke.waitForTaskToken',
-        region: REGION,
-        parameters: JSON.stringify({ FunctionName: FN }),
-      },
-    },
-    {
-      id: first + 2,
-      previousEventId: first + 1,
-      timestamp: at(first * 10 + 2),
-      type: 'TaskStarted',
-      taskStartedEventDetails: { resourceType: 'lambda', resource: 'invoke.waitForTaskToken' },
-    },
-    {
-      id: first + 3,
-      previousEventId: first + 2,
-      timestamp: at(first * 10 + 2 + ms),
-      type: 'TaskSubmitted',
-      taskSubmittedEventDetails: {
-        resourceType: 'lambda',
-        resource: 'invoke.waitForTaskToken',
-        output: JSON.stringify({ StatusCode: 200, Payload: { sent: true } }),
-      },
-    },
-    {
-      id: first + 4,
-      previousEventId: first + 3,
-      timestamp: at(first * 10 + 3_600_000),
-      type: 'TaskSucceeded',
-      taskSucceededEventDetails: { resourceType: 'lambda', resource: 'invoke.waitForTaskToken', output: JSON.stringify({ approved: true }) },
-    },
-  ];
-}
+const tokenTask = (first: number, ms: number) =>
+  taskEvents(first, 'approve: Wait for approval', [
+    [
+      'TaskScheduled',
+      0,
+      { taskScheduledEventDetails: { ...task('lambda', 'invoke.waitForTaskToken'), region: REGION, parameters: JSON.stringify({ FunctionName: FN }) } },
+    ],
+    ['TaskStarted', 2, { taskStartedEventDetails: task('lambda', 'invoke.waitForTaskToken') }],
+    [
+      'TaskSubmitted',
+      2 + ms,
+      { taskSubmittedEventDetails: { ...task('lambda', 'invoke.waitForTaskToken'), output: JSON.stringify({ StatusCode: 200, Payload: { sent: true } }) } },
+    ],
+    ['TaskSucceeded', 3_600_000, { taskSucceededEventDetails: { ...task('lambda', 'invoke.waitForTaskToken'), output: JSON.stringify({ approved: true }) } }],
+  ]);
 
-function batchTask(first: number, jobId: string): HistoryEvent[] {
-  return [
-    { id: first, timestamp: at(first * 10), type: 'TaskStateEntered', stateEnteredEventDetails: { name: 'sum: Run job' } },
-    {
-      id: first + 1,
-      previousEventId: first,
-      timestamp: at(first * 10),
-      type: 'TaskScheduled',
-      taskScheduledEventDetails: { resourceType: 'batch', resource: 'submitJob.sync', region: REGION, parameters: '{}' },
-    },
-    {
-      id: first + 2,
-      previousEventId: first + 1,
-      timestamp: at(first * 10 + 1),
-      type: 'TaskStarted',
-      taskStartedEventDetails: { resourceType: 'batch', resource: 'submitJob.sync' },
-    },
-    {
-      id: first + 3,
-      previousEventId: first + 2,
-      timestamp: at(first * 10 + 2),
-      type: 'TaskSubmitted',
-      taskSubmittedEventDetails: { resourceType: 'batch', resource: 'submitJob.sync', output: JSON.stringify({ JobId: jobId, JobName: 'sum' }) },
-    },
-    {
-      id: first + 4,
-      previousEventId: first + 3,
-      timestamp: at(first * 10 + 95_000),
-      type: 'TaskSucceeded',
-      taskSucceededEventDetails: { resourceType: 'batch', resource: 'submitJob.sync', output: JSON.stringify({ JobId: jobId }) },
-    },
-  ];
-}
+/** A Batch job run to its end: its JobId in TaskSubmitted, as submitJob.sync records it. */
+const batchTask = (first: number, jobId: string) =>
+  taskEvents(first, 'sum: Run job', [
+    ['TaskScheduled', 0, { taskScheduledEventDetails: { ...task('batch', 'submitJob.sync'), region: REGION, parameters: '{}' } }],
+    ['TaskStarted', 1, { taskStartedEventDetails: task('batch', 'submitJob.sync') }],
+    ['TaskSubmitted', 2, { taskSubmittedEventDetails: { ...task('batch', 'submitJob.sync'), output: JSON.stringify({ JobId: jobId, JobName: 'sum' }) } }],
+    ['TaskSucceeded', 95_000, { taskSucceededEventDetails: { ...task('batch', 'submitJob.sync'), output: JSON.stringify({ JobId: jobId }) } }],
+  ]);
 
 describe('a run on AWS, read back', () => {
   const sfn = mockClient(SFNClient);
