@@ -188,6 +188,7 @@ export class HumanoidStack extends PipelineStack {
           'workers.$': '$.config.ars.workers',
           ars: {
             'iterations.$': '{inputs}.ars.iterations',
+            'start.$': '{inputs}.ars.start',
             'directions.$': '{inputs}.ars.directions',
             'topDirections.$': '{inputs}.ars.topDirections',
             'stepSize.$': '{inputs}.ars.stepSize',
@@ -207,6 +208,7 @@ export class HumanoidStack extends PipelineStack {
         'resume.$': '$.prep.resumeSha256',
         ars: {
           'iterations.$': '$.config.ars.iterations',
+          'start.$': '$.config.ars.start',
           'directions.$': '$.config.ars.directions',
           'topDirections.$': '$.config.ars.topDirections',
           'stepSize.$': '$.config.ars.stepSize',
@@ -269,6 +271,7 @@ export class HumanoidStack extends PipelineStack {
           'trainer.$': '$.config.trainer',
           'seed.$': '$.config.seed',
           'iterations.$': '$.config.ars.iterations',
+          'start.$': '$.config.ars.start',
           'directions.$': '$.config.ars.directions',
           'stepSize.$': '$.config.ars.stepSize',
           'noise.$': '$.config.ars.noise',

@@ -5,7 +5,7 @@
  *   `checkpointEvery` iterations and at the end (checkpoint.ts). It resumes from the newest
  *   checkpoint already under its run's folder (Batch reran it: a reclaimed instance, a retry),
  *   else from `resume` (a checkpoint of an earlier run: `frontier run humanoid --checkpoint URI`),
- *   else starts from a zero policy.
+ *   else starts from the balance controller (balance.ts) or a zero policy, as `ars.start` says.
  * - `replay`: one checkpoint's policy.onnx drives the twin at one command for `steps` control
  *   steps (replay.ts), measured and filmed as an MP4.
  */
@@ -26,6 +26,7 @@ import {
   RUN_NAME,
   writeCheckpoint,
 } from './checkpoint.ts';
+import { balancePolicy } from './balance.ts';
 import { compileG1 } from './model.ts';
 import { loadPolicyActor } from './policy-actor.ts';
 import { linearPolicyOnnx } from './onnx-policy.ts';
@@ -40,6 +41,8 @@ export const ArsSettings = z
   .object({
     /** Iterations in all (a resumed run continues up to this count). */
     iterations: z.int().min(1).max(100_000),
+    /** A new run's first policy: the LQR balance controller (balance.ts) or zeros. */
+    start: z.enum(['balance', 'zero']),
     directions: z.int().min(1).max(1_024),
     topDirections: z.int().min(1).max(1_024),
     stepSize: z.number().positive().max(10),
@@ -49,7 +52,7 @@ export const ArsSettings = z
     /** Held-out rollouts of each iteration's policy, for the curve. */
     evaluations: z.int().min(1).max(64),
     checkpointEvery: z.int().min(1).max(100_000),
-    /** Iterations whose states update the normaliser (null: all of them). */
+    /** Iterations whose states update the normaliser (null: all of them); the balance start holds its own. */
     normaliserIterations: z.int().min(1).max(100_000).nullable(),
   })
   .strict()
@@ -67,6 +70,7 @@ export const ArsSettings = z
     }
   });
 export type ArsSettings = z.infer<typeof ArsSettings>;
+export type ArsStart = ArsSettings['start'];
 
 const Command = z.object({ forward: z.number(), lateral: z.number(), yaw: z.number() }).strict();
 
@@ -120,6 +124,10 @@ const ArsParams = z.object({
   steps: z.int().min(0),
   seed: z.int(),
   weights: z.array(z.number()).length(weightCount(OBSERVATION_SIZE, ACTIONS.size)),
+  /** The run's first policy (absent in checkpoints older than the balance start: zero). */
+  start: z.enum(['balance', 'zero']).optional(),
+  /** The normaliser the weights act through, when it is held rather than learnt from `stats` (the balance start's). */
+  normaliser: z.object({ mean: z.array(z.number()).length(OBSERVATION_SIZE), std: z.array(z.number().positive()).length(OBSERVATION_SIZE) }).optional(),
   stats: z.object({
     count: z.int().min(0),
     sum: z.array(z.number()).length(OBSERVATION_SIZE),
@@ -128,20 +136,22 @@ const ArsParams = z.object({
   history: z.array(z.unknown()),
 });
 
-function paramsOf(state: TrainState, seed: number): string {
+function paramsOf(state: TrainState, seed: number, start: ArsStart): string {
   return JSON.stringify({
     trainer: 'ars',
     iteration: state.iteration,
     steps: state.steps,
     seed,
     weights: Array.from(state.policy.weights),
+    start,
+    ...(start === 'balance' ? { normaliser: { mean: Array.from(state.policy.mean), std: Array.from(state.policy.std) } } : {}),
     stats: { count: state.stats.count, sum: Array.from(state.stats.sum), sumSquares: Array.from(state.stats.sumSquares) },
     history: [],
   });
 }
 
 /** A train state from a checkpoint's params.json. */
-async function stateFromCheckpoint(uri: string, field: string): Promise<{ state: TrainState; history: HistoryEntry[] }> {
+async function stateFromCheckpoint(uri: string, field: string): Promise<{ state: TrainState; history: HistoryEntry[]; start: ArsStart }> {
   const checkpoint = await readCheckpoint(uri, field);
   if (checkpoint.manifest.trainer !== 'ars') {
     throw new ConfigError(field, uri, `is a ${checkpoint.manifest.trainer} checkpoint: the CPU trainer continues only ARS checkpoints`);
@@ -151,9 +161,15 @@ async function stateFromCheckpoint(uri: string, field: string): Promise<{ state:
   stats.count = params.stats.count;
   stats.sum.set(params.stats.sum);
   stats.sumSquares.set(params.stats.sumSquares);
-  const { mean, std } = normaliser(stats);
+  const { mean, std } = params.normaliser
+    ? { mean: Float64Array.from(params.normaliser.mean), std: Float64Array.from(params.normaliser.std) }
+    : normaliser(stats);
   const policy: LinearPolicy = { observationSize: OBSERVATION_SIZE, actionSize: ACTIONS.size, weights: Float64Array.from(params.weights), mean, std };
-  return { state: { policy, stats, iteration: params.iteration, steps: params.steps }, history: [...checkpoint.manifest.history] };
+  return {
+    state: { policy, stats, iteration: params.iteration, steps: params.steps },
+    history: [...checkpoint.manifest.history],
+    start: params.start ?? 'zero',
+  };
 }
 
 /** The newest complete checkpoint (with its checkpoint.json) under a run's folder, or null. */
@@ -179,8 +195,10 @@ export interface TrainResult {
   readonly iterations: number;
   /** This run's checkpoints, oldest first. */
   readonly checkpoints: readonly string[];
-  /** Where training started from: a checkpoint.json, or null for a zero policy. */
+  /** Where training started from: a checkpoint.json, or null for a new run (its first policy: `start`). */
   readonly startedFrom: string | null;
+  /** The run's first policy: the balance controller or zeros (a continued run: its checkpoint's). */
+  readonly start: ArsStart;
   readonly seconds: number;
   /** Environment steps per second over the job's cores (training and evaluation rollouts). */
   readonly stepsPerSecond: number;
@@ -198,9 +216,11 @@ export async function runTrain(raw: unknown, ctx: JobContext, pool: RolloutPool)
   const started = performance.now();
   const own = await latestCheckpoint(bucket, spec.run);
   const startedFrom = own ?? spec.resume;
-  let state: TrainState = { policy: zeroPolicy(OBSERVATION_SIZE, ACTIONS.size), stats: emptyStats(OBSERVATION_SIZE), iteration: 0, steps: 0 };
+  let state: TrainState;
   let history: HistoryEntry[] = [];
-  if (startedFrom) ({ state, history } = await stateFromCheckpoint(startedFrom, own ? 'checkpoint' : 'resume'));
+  let start: ArsStart = spec.ars.start;
+  if (startedFrom) ({ state, history, start } = await stateFromCheckpoint(startedFrom, own ? 'checkpoint' : 'resume'));
+  else state = { policy: await firstPolicy(start), stats: emptyStats(OBSERVATION_SIZE), iteration: 0, steps: 0 };
   if (own) ctx.progress({ stage: 'train', resumedFrom: own, iteration: state.iteration });
   const checkpoints: string[] = [];
   let lastSha256 = '';
@@ -210,7 +230,7 @@ export async function runTrain(raw: unknown, ctx: JobContext, pool: RolloutPool)
     const { uri, sha256 } = await writeCheckpoint(
       bucket,
       { trainer: 'ars', run: spec.run, step: s.steps, history },
-      { [POLICY_FILE]: linearPolicyOnnx(s.policy), [ARS_PARAMS_FILE]: paramsOf(s, spec.seed) },
+      { [POLICY_FILE]: linearPolicyOnnx(s.policy), [ARS_PARAMS_FILE]: paramsOf(s, spec.seed, start) },
     );
     checkpoints.push(uri);
     lastSha256 = sha256;
@@ -240,7 +260,8 @@ export async function runTrain(raw: unknown, ctx: JobContext, pool: RolloutPool)
     state,
     {
       ...spec.ars,
-      normaliserIterations: spec.ars.normaliserIterations ?? undefined,
+      // The balance controller's gains are written against its own normaliser: it holds.
+      normaliserIterations: start === 'balance' ? 0 : (spec.ars.normaliserIterations ?? undefined),
       seed: spec.seed,
       env: {
         noiseLevel: env.noiseLevel,
@@ -264,11 +285,23 @@ export async function runTrain(raw: unknown, ctx: JobContext, pool: RolloutPool)
     iterations: final.iteration,
     checkpoints,
     startedFrom,
+    start,
     seconds,
     stepsPerSecond: seconds > 0 ? trained / seconds : 0,
     workers: pool.size,
     last: history.at(-1) ?? null,
   };
+}
+
+/** A new run's first policy: the balance controller (computed on the twin, about 0.5 s) or zeros. */
+async function firstPolicy(start: ArsStart): Promise<LinearPolicy> {
+  if (start === 'zero') return zeroPolicy(OBSERVATION_SIZE, ACTIONS.size);
+  const sim = await compileG1({ timestep: TIMING.simDt });
+  try {
+    return balancePolicy(sim).policy;
+  } finally {
+    sim.dispose();
+  }
 }
 
 export interface ReplayResult {

@@ -32,7 +32,7 @@ let s3: S3Client;
 let pool: RolloutPool;
 const saved = { ...process.env };
 
-const spec = (run: string, iterations: number, resume: string | null = null): TrainSpec => ({
+const spec = (run: string, iterations: number, resume: string | null = null, start: 'balance' | 'zero' = 'zero'): TrainSpec => ({
   stage: 'train',
   trainer: 'ars',
   run,
@@ -41,6 +41,7 @@ const spec = (run: string, iterations: number, resume: string | null = null): Tr
   workers: 2,
   ars: {
     iterations,
+    start,
     directions: 2,
     topDirections: 1,
     stepSize: 0.02,
@@ -115,6 +116,26 @@ describe('humanoid CPU job: train', () => {
     assert.equal(next.iterations, 4);
     assert.equal((await params(next.checkpoint)).iteration, 4);
     assert.ok((await keys(checkpointFolder('next', 0).replace(/0+\/$/, ''))).every((k) => k.startsWith('runs/humanoid/checkpoints/next/')));
+  });
+
+  it('starts from the balance controller, keeps its normaliser in every checkpoint, and a rerun continues to the same weights', async () => {
+    const whole = await runTrain(spec('balance-whole', 2, null, 'balance'), ctx('balance-whole'), pool);
+    assert.equal(whole.start, 'balance');
+    const saved = JSON.parse((await (await readCheckpoint(whole.checkpoint)).file('params.json')).toString('utf8'));
+    assert.equal(saved.start, 'balance');
+    assert.equal(saved.normaliser.std.length, 103);
+    assert.ok(
+      saved.normaliser.mean.some((m: number) => m !== 0),
+      'the controller normalises about the standing pose',
+    );
+    assert.equal(saved.weights.filter((w: number) => w !== 0).length > 1000, true, 'the controller has gains, not zeros');
+
+    await runTrain(spec('balance-cut', 1, null, 'balance'), ctx('balance-cut-1'), pool);
+    // The rerun's config says zero: the checkpoint's start (and its held normaliser) wins.
+    const resumed = await runTrain(spec('balance-cut', 2, null, 'zero'), ctx('balance-cut-2'), pool);
+    assert.equal(resumed.start, 'balance');
+    const [a, b] = [await params(whole.checkpoint), await params(resumed.checkpoint)];
+    for (let i = 0; i < a.weights.length; i++) assert.ok(Math.abs(a.weights[i]! - b.weights[i]!) < 1e-12, `weight ${i}`);
   });
 
   it('refuses a checkpoint of another trainer or with a tampered file, naming it', async () => {
