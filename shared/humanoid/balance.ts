@@ -303,7 +303,7 @@ export function balancePolicy(sim: G1Sim): BalanceResult {
   for (let k = 0; k < nx; k++) {
     const plus = observeAt(zx.map((_, i) => (i === k ? eps : 0)));
     const minus = observeAt(zx.map((_, i) => (i === k ? -eps : 0)));
-    read.forEach((o, i) => C.set(i, k, (plus[o]! - minus[o]!) / (2 * eps)));
+    for (const [i, o] of read.entries()) C.set(i, k, (plus[o]! - minus[o]!) / (2 * eps));
   }
   const observation0 = observeAt(zx);
   const gain = K.mul(-1).mmul(pseudoInverse(C));
