@@ -86,11 +86,14 @@ export function checkInteger(field: string, value: unknown, low: number, high: n
   return value;
 }
 
+/** Requests per item at most, retries included, unless a run sets `maxAttempts` (the plans' high cost bound reads it). */
+export const DEFAULT_MAX_ATTEMPTS = 4;
+
 /** The run's settings with defaults, each checked (ConfigError naming the field otherwise). */
 export function checkRequestOptions(options: ClaudeRequestOptions): RequestSettings {
   return {
     concurrency: checkInteger('concurrency', options.concurrency, 1, 64),
-    maxAttempts: checkInteger('maxAttempts', options.maxAttempts ?? 4, 1, 20),
+    maxAttempts: checkInteger('maxAttempts', options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS, 1, 20),
     timeoutMs: checkInteger('timeoutMs', options.timeoutMs ?? 60_000, 1, 600_000),
     backoffBaseMs: checkInteger('backoffBaseMs', options.backoffBaseMs ?? 1000, 0, 60_000),
     maxBackoffMs: checkInteger('maxBackoffMs', options.maxBackoffMs ?? 60_000, 0, 600_000),

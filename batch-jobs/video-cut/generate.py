@@ -56,6 +56,12 @@ SHORT_FRAMES = (20, 37)
 DROP_SECONDS = (2.5, 4.5)
 LONG_SHOT_SECONDS = (16.0, 20.0)
 VIDEO_FADE_FRAMES = 15
+# The longest video the default spec (the one the pipeline submits) can plan, in seconds: drops
+# at most 1.48 + 2 x 12 (a duplicate repeats up to 12 s), one long shot of 20, good shots up to
+# the 25 s target, and one more 2.5 s shot when none is short enough to repeat: 48 s, rounded up.
+# Measured over seeds 0-39 x 200 videos: 39.2 s. The plan's bound on Claude's captions reads it
+# (pipelines/video/plan.ts: GENERATED_MAX_SECONDS, checked equal by a test).
+DEFAULT_SPEC_MAX_SECONDS = 60
 # Points of the Mandelbrot set to zoom into (x, y), and how slowly (ffmpeg's end_pts, seconds).
 # With maxiter 128 a deep zoom turns into flat colour and stops moving: zooming by end_pts 40-160
 # froze 8-12 s into a shot at these and three other points (motion 0-0.46, the static rule's

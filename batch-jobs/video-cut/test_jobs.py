@@ -21,7 +21,7 @@ from unittest import mock
 
 import numpy as np
 from cuts import match_cuts
-from generate import make_bad_inputs, probe_frames
+from generate import DEFAULT_SPEC_MAX_SECONDS, FPS, GenerateSpec, make_bad_inputs, plan_set, probe_frames
 from jobio import JobContext
 import main as cut_job
 from main import SpecError, main
@@ -29,6 +29,15 @@ from media import frames, probe
 from memory_s3 import MemoryS3
 
 TOLERANCE = 2
+
+
+class PlanBoundTest(unittest.TestCase):
+    def test_the_default_spec_never_plans_a_video_over_its_bound(self):
+        # The pipeline's plan bounds Claude's captions by it: every generated video of the spec the
+        # pipeline submits (videos and seed only) lasts at most DEFAULT_SPEC_MAX_SECONDS.
+        for seed in range(10):
+            longest = max(plan.frames for plan in plan_set(GenerateSpec(videos=200, seed=seed))) / FPS
+            self.assertLessEqual(longest, DEFAULT_SPEC_MAX_SECONDS, f"seed {seed}")
 
 
 def run_stage(s3: MemoryS3, name: str, spec: dict) -> dict:

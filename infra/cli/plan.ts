@@ -234,10 +234,16 @@ export function planRun(entry: PipelineEntry, config: unknown, options: PlanOpti
         seconds: low ? 0 : attempts * timeoutSeconds,
       })),
     ),
-    // Claude's output at its most in the high end; input tokens are the data's, counted after the run.
+    // Claude's output at its most in the high end, every retry included; input tokens are the data's, counted after the run.
     claude: low
       ? []
-      : claude.map((c) => ({ model: c.model, inputTokens: 0, outputTokens: c.calls.high * c.maxOutputTokens, cacheReadTokens: 0, cacheWriteTokens: 0 })),
+      : claude.map((c) => ({
+          model: c.model,
+          inputTokens: 0,
+          outputTokens: c.calls.high * c.attempts * c.maxOutputTokens,
+          cacheReadTokens: 0,
+          cacheWriteTokens: 0,
+        })),
   });
   return {
     pipeline: entry.name,
@@ -292,14 +298,14 @@ export function printPlan(plan: RunPlan, io: Io, low?: PlanLowEnd): void {
   );
   for (const call of plan.claude)
     io.out(
-      `Claude, ${call.step}: ${call.calls.low === call.calls.high ? call.calls.high : `${call.calls.low}-${call.calls.high}`} calls to ${call.model} (${call.why}), each at most ${call.maxOutputTokens.toLocaleString('en-US')} output tokens; input tokens are the data's, counted by runs show after the run`,
+      `Claude, ${call.step}: ${call.calls.low === call.calls.high ? call.calls.high : `${call.calls.low}-${call.calls.high}`} calls to ${call.model} (${call.why}), each at most ${call.maxOutputTokens.toLocaleString('en-US')} output tokens in each of up to ${call.attempts} requests (retries); input tokens are the data's, counted by runs show after the run`,
     );
   const maps = Object.entries(c.mapWidths).filter(([, w]) => w > 0);
   if (maps.length) io.out(`Map widths: ${maps.map(([m, w]) => `${m} ${w}`).join(', ')}`);
   const calls = Object.entries(c.serviceCalls);
   if (calls.length) io.out(`service calls: ${calls.map(([k, n]) => `${k} ${n}`).join(', ')}`);
   io.out(
-    `cost on AWS: ${formatUsd(plan.cost.low.lowUsd, plan.cost.high.highUsd)} (low: each Lambda 1 ms and each job its billed minute, at spot; high: each Lambda once at its timeout, each job every Batch attempt at its timeout, on demand, Claude's calls at their max_tokens; Lambda retries on service errors left out; ${plan.cost.low.region} prices of ${plan.cost.low.pricesAsOf})`,
+    `cost on AWS: ${formatUsd(plan.cost.low.lowUsd, plan.cost.high.highUsd)} (low: each Lambda 1 ms and each job its billed minute, at spot; high: each Lambda once at its timeout, each job every Batch attempt at its timeout, on demand, every Claude request, retries included, at its max_tokens; Lambda retries on service errors left out; ${plan.cost.low.region} prices of ${plan.cost.low.pricesAsOf})`,
   );
 }
 

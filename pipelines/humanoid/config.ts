@@ -152,7 +152,7 @@ export const HUMANOID_SIZES = {
     replay: { forward: [0.5], steps: 50 },
   },
   smoke: { ars: { iterations: 60, directions: 16, topDirections: 8, checkpointEvery: 15 } },
-  local: { ars: { iterations: 600, checkpointEvery: 50 } },
+  local: { ars: { iterations: 300, checkpointEvery: 25 } },
   full: { trainer: 'ppo' },
 } as const satisfies Record<string, z.input<typeof HumanoidConfig>>;
 

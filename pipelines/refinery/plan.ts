@@ -5,6 +5,7 @@
  * without it the plan is a range, from one shard to refineryMaxShards.
  */
 import { coldModel, type PlanModel } from '#pipelines/steps/plan.ts';
+import { DEFAULT_MAX_ATTEMPTS } from '#shared/claude-requests.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { MAX_SHARDS, type RefineryConfig } from './config.ts';
 
@@ -36,7 +37,16 @@ export function refineryPlanModel(config: RefineryConfig, options: RefineryPlanO
     // One call per sampled survivor (fewer when fewer survive the filters); none with a labels file.
     claude: () =>
       labels.fileSha256 === null
-        ? [{ step: 'label', model: labels.model, calls: { low: 0, high: labels.sample }, maxOutputTokens: 1024, why: 'one per sampled document that survives' }]
+        ? [
+            {
+              step: 'label',
+              model: labels.model,
+              calls: { low: 0, high: labels.sample },
+              maxOutputTokens: 1024,
+              attempts: DEFAULT_MAX_ATTEMPTS,
+              why: 'one per sampled document that survives',
+            },
+          ]
         : [],
     mapItems: (name) => (name === 'filter: Items' || name === 'score: Items' ? shards : undefined),
   });

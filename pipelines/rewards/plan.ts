@@ -6,7 +6,7 @@
  * of the range has one a generation).
  */
 import { coldModel, type PlanModel, S3_RECORD_BYTES_NO_ITEM } from '#pipelines/steps/plan.ts';
-import { PROPOSE_MAX_TOKENS } from '#shared/rewards/propose.ts';
+import { PROPOSE_MAX_TOKENS, PROPOSE_RETRIES } from '#shared/rewards/propose.ts';
 import type { RewardsConfig } from './config.ts';
 
 export interface RewardsPlanOptions {
@@ -40,6 +40,7 @@ export function rewardsPlanModel(config: RewardsConfig, options: RewardsPlanOpti
               model: config.model,
               calls: { low: generations, high: generations },
               maxOutputTokens: PROPOSE_MAX_TOKENS,
+              attempts: PROPOSE_RETRIES + 1,
               why: 'one per generation',
             },
           ],

@@ -3,6 +3,7 @@
  * widths x ks; with Claude as the explainer, its label and detection calls.
  */
 import { coldModel, type PlanModel } from '#pipelines/steps/plan.ts';
+import { DEFAULT_MAX_ATTEMPTS } from '#shared/claude-requests.ts';
 import { DEFAULT_WINDOWS_PER_PROMPT } from '#shared/sae/detection.ts';
 import type { SaeConfig } from './config.ts';
 
@@ -23,6 +24,7 @@ export function saePlanModel(config: SaeConfig, options: { readonly startedByUpl
               model: labels.model,
               calls: { low: 0, high: labels.features },
               maxOutputTokens: 1024,
+              attempts: DEFAULT_MAX_ATTEMPTS,
               why: 'one per feature that activates enough',
             },
             {
@@ -30,6 +32,7 @@ export function saePlanModel(config: SaeConfig, options: { readonly startedByUpl
               model: labels.model,
               calls: { low: 0, high: detectCalls },
               maxOutputTokens: 1024,
+              attempts: DEFAULT_MAX_ATTEMPTS,
               why: 'own and mismatched label, 5 windows a prompt',
             },
           ]

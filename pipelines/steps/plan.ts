@@ -54,6 +54,8 @@ export interface PlanClaude {
   readonly model: string;
   readonly calls: { readonly low: number; readonly high: number };
   readonly maxOutputTokens: number;
+  /** Requests one call sends at most, retries included (the high cost bound pays each at maxOutputTokens). */
+  readonly attempts: number;
   readonly why: string;
 }
 

@@ -3,12 +3,28 @@
  * source (the generated count, Blender's films, or a list's entries, which the list document
  * decides: the plan asks for the count), every source accepted, fetched (unless content-addressed:
  * generated videos are in the bucket already) and cut; captions by the captioner the config names,
- * `auto` being Claude when a key is set and none otherwise, for at least one kept clip.
+ * `auto` being Claude when a key is set and none otherwise, for at least one kept clip; Claude
+ * captions each kept clip once (at most `maxClips`).
  */
+import { DEFAULT_MAX_ATTEMPTS } from '#shared/claude-requests.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { BLENDER_FILMS } from '#shared/video/blender.ts';
+import { CAPTION_MAX_TOKENS } from '#shared/video/caption.ts';
 import { coldModel, type PlanModel } from '#pipelines/steps/plan.ts';
 import type { VideoConfig } from './config.ts';
+
+/**
+ * The longest generated video, in seconds (batch-jobs/video-cut/generate.py's
+ * DEFAULT_SPEC_MAX_SECONDS, for the spec the pipeline submits: 48 s by construction, 39.2 s the
+ * longest measured). Fetched sources are at most `fetch.maxSeconds` (fetch refuses longer ones).
+ */
+export const GENERATED_MAX_SECONDS = 60;
+
+/** The most clips a run can cut: each source's longest duration over the shortest clip. */
+export function maxClips(config: VideoConfig, sources: number): number {
+  const seconds = config.sources.kind === 'generated' ? GENERATED_MAX_SECONDS : config.fetch.maxSeconds;
+  return sources * Math.floor(seconds / config.cut.minClipSeconds);
+}
 
 export interface VideoPlanOptions {
   readonly startedByUpload?: boolean;
@@ -31,6 +47,21 @@ export function videoPlanModel(config: VideoConfig, options: VideoPlanOptions = 
   return coldModel({
     pipeline: 'video',
     startedByUpload: options.startedByUpload,
+    // One call per kept clip not captioned yet: none when every clip is dropped or cached, at most
+    // every clip the sources can hold.
+    claude: () =>
+      captioner === 'claude'
+        ? [
+            {
+              step: 'caption-claude',
+              model: config.captions.claudeModel,
+              calls: { low: 0, high: maxClips(config, count) },
+              maxOutputTokens: CAPTION_MAX_TOKENS,
+              attempts: DEFAULT_MAX_ATTEMPTS,
+              why: `one per kept clip; at most ${config.sources.kind === 'generated' ? GENERATED_MAX_SECONDS : config.fetch.maxSeconds} s a source over cut.minClipSeconds (${config.cut.minClipSeconds} s) a clip`,
+            },
+          ]
+        : [],
     mapItems: (name) => (name === 'sources-map: Items' ? count : undefined),
     decide(name, state) {
       const rules = (state.Choices ?? []).map((c) => c.Next);

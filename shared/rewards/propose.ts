@@ -192,7 +192,10 @@ export async function resolveApiKey(env: NodeJS.ProcessEnv, secretArn: string | 
   throw new MissingApiKeyError('no Anthropic API key: set ANTHROPIC_API_KEY, or evaluate reward functions from files instead');
 }
 
+/** The SDK's retries of a proposal (429, 5xx, connection errors): a proposal sends at most PROPOSE_RETRIES + 1 requests. */
+export const PROPOSE_RETRIES = 2;
+
 /** A client for the real API, or for ANTHROPIC_BASE_URL (the tests' fake server on loopback). */
 export function anthropicClient(apiKey: string, baseURL = process.env.ANTHROPIC_BASE_URL): Anthropic {
-  return new Anthropic({ apiKey, ...(baseURL ? { baseURL } : {}), maxRetries: 2 });
+  return new Anthropic({ apiKey, ...(baseURL ? { baseURL } : {}), maxRetries: PROPOSE_RETRIES });
 }

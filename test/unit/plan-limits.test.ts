@@ -5,6 +5,7 @@
  * limit is refused before it starts, naming the field and the largest value that fits; and the league's schema bound, a worst case over
  * every path, is never below its plan's cold path.
  */
+import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { pipelineNamed } from '#infra/cli/config.ts';
@@ -15,12 +16,15 @@ import { EvalsConfig } from '#pipelines/evals/config.ts';
 import { HumanoidConfig, HUMANOID_SIZES, MAX_REPLAY_COMMANDS } from '#pipelines/humanoid/config.ts';
 import { LM_SFT_SIZES, LmSftConfig } from '#pipelines/lm-sft/config.ts';
 import { ProbeConfig } from '#pipelines/probe/config.ts';
+import { REFINERY_SIZES, RefineryConfig } from '#pipelines/refinery/config.ts';
 import { REWARDS_SIZES, RewardsConfig, rewardsHistoryEvents } from '#pipelines/rewards/config.ts';
 import { MOLECULES_SIZES, MoleculesConfig, moleculesHistoryEvents } from '#pipelines/molecules/config.ts';
 import { MAX_SAES, SAE_SIZES, SaeConfig } from '#pipelines/sae/config.ts';
 import { LEAGUE_HISTORY_BUDGET, leagueHistoryEvents, MAX_GENERATIONS, SELFPLAY_SIZES, SelfPlayConfig } from '#pipelines/selfplay/config.ts';
 import { HISTORY_EVENT_BUDGET, HISTORY_EVENT_LIMIT } from '#pipelines/steps/history.ts';
 import { MAX_GENERATED_VIDEOS, VIDEO_SIZES, VideoConfig } from '#pipelines/video/config.ts';
+import { GENERATED_MAX_SECONDS } from '#pipelines/video/plan.ts';
+import { BLENDER_FILMS } from '#shared/video/blender.ts';
 
 const widest: [string, unknown, object?][] = [
   ['probe', ProbeConfig.parse({ items: Array.from({ length: 200 }, (_, i) => i), distributed: true, approve: true, maxFailures: 200 })],
@@ -128,7 +132,7 @@ describe('plans against the limits', () => {
 });
 
 describe("a plan's high end", () => {
-  it('runs every Batch attempt to the timeout its submit sets from the config, and each Claude call to its max_tokens', () => {
+  it('runs every Batch attempt to the timeout its submit sets from the config, and each Claude request, retries included, to its max_tokens', () => {
     const probe = pipelineNamed('probe');
     const [job] = planRun(probe, ProbeConfig.parse({ items: [2, 3], jobTimeoutSeconds: 600 })).jobs;
     // The sum job's definition asks Batch for 3 attempts; its submit sets the config's 600 s.
@@ -142,10 +146,36 @@ describe("a plan's high end", () => {
     const rewards = pipelineNamed('rewards');
     const config = RewardsConfig.parse({ ...REWARDS_SIZES.test, trainTimeoutSeconds: 300 });
     assert.equal(planRun(rewards, config).jobs[0]!.timeoutSeconds, 300);
-    // Claude in the high end only: the proposals' output at 8,000 tokens each.
+    // Claude in the high end only: the proposals' output at 8,000 tokens each, in each of the 3
+    // requests the SDK may send (2 retries).
     const plan = planRun(rewards, config);
     const claude = plan.cost.high.lines.find((l) => l.item.startsWith('Claude '))!;
-    assert.equal(claude.quantity, config.generations * 8000);
+    assert.equal(claude.quantity, config.generations * 3 * 8000);
+    // The refinery's labels: 4 requests a document at most (claude-requests' retries), 1,024 tokens each.
+    const refinery = planRun(pipelineNamed('refinery'), RefineryConfig.parse(REFINERY_SIZES.test), { shards: 1 });
+    const labels = refinery.cost.high.lines.find((l) => l.item.startsWith('Claude '))!;
+    assert.equal(labels.quantity, RefineryConfig.parse(REFINERY_SIZES.test).labels.sample * 4 * 1024);
+    // The video's captions: one call per clip the sources can hold (60 s a generated video over
+    // 2 s clips), 4 requests each at 300 tokens; none without a key (auto) or with the VLM.
+    const video = VideoConfig.parse({ ...VIDEO_SIZES.test, captions: { captioner: 'claude' } });
+    const captions = planRun(pipelineNamed('video'), video).claude;
+    assert.deepEqual(
+      captions.map((c) => [c.step, c.calls.low, c.calls.high, c.attempts, c.maxOutputTokens]),
+      [['caption-claude', 0, video.sources.kind === 'generated' ? video.sources.videos * 30 : -1, 4, 300]],
+    );
+    const fetched = VideoConfig.parse({ ...VIDEO_SIZES.test, sources: { kind: 'blender' }, captions: { captioner: 'claude' }, fetch: { maxSeconds: 600 } });
+    assert.equal(
+      planRun(pipelineNamed('video'), fetched).claude[0]!.calls.high,
+      BLENDER_FILMS.length * 300,
+      "Blender's films, 600 s each at most, over 2 s clips",
+    );
+    assert.deepEqual(
+      planRun(pipelineNamed('video'), VideoConfig.parse({ ...VIDEO_SIZES.test, captions: { captioner: 'auto' } }), { claudeKey: false }).claude,
+      [],
+    );
+    // The bound's generated length is the generator's own.
+    const generator = readFileSync(new URL('../../batch-jobs/video-cut/generate.py', import.meta.url), 'utf8');
+    assert.equal(Number(/^DEFAULT_SPEC_MAX_SECONDS = (\d+)$/m.exec(generator)?.[1]), GENERATED_MAX_SECONDS);
     assert.equal(
       plan.cost.low.lines.find((l) => l.item.startsWith('Claude ')),
       undefined,
