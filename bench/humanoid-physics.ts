@@ -2,11 +2,16 @@
  * The humanoid's CPU twin on one core: the G1's compile time without its visual meshes, MuJoCo's
  * physics steps per second (reference: 10-12k with the mesh-free model), and the environment's
  * control steps per second (10 physics steps, the observation and the reward terms each) under a
- * random policy, episodes reset as they end. Run alone with `tsx bench/humanoid-physics.ts`, or
- * call `measureHumanoidPhysics()`.
+ * random policy, episodes reset as they end; then the balance controller ARS starts from
+ * (balance.ts): the seconds to compute it, its equilibrium's residual force, the closed loop's
+ * spectral radius, and the steps it stands (of 500, at 0.5 m/s, 4 seeds each) in the trainer's
+ * default episodes and with each of upstream's harder settings. Run alone with
+ * `tsx bench/humanoid-physics.ts`, or call `measureHumanoidPhysics()`.
  */
 import { pathToFileURL } from 'node:url';
-import { G1Env } from '#shared/humanoid/env.ts';
+import { act } from '#shared/humanoid/ars.ts';
+import { balancePolicy } from '#shared/humanoid/balance.ts';
+import { type EnvOptions, G1Env } from '#shared/humanoid/env.ts';
 import { compileG1 } from '#shared/humanoid/model.ts';
 import { TIMING } from '#shared/humanoid/task.ts';
 import { seededRandom } from '#shared/random.ts';
@@ -16,7 +21,22 @@ export interface HumanoidPhysicsFigures {
   readonly physicsStepsPerSecond: number;
   readonly controlStepsPerSecond: number;
   readonly episodes: number;
+  readonly balance: {
+    readonly seconds: number;
+    readonly residualNewtons: number;
+    readonly closedLoopRadius: number;
+    /** Steps upright of 500 at 0.5 m/s, per setting, one per seed. */
+    readonly standing: Readonly<Record<string, readonly number[]>>;
+  };
 }
+
+/** Upstream's harder episode settings, one at a time, against the trainer's defaults (the first). */
+const BALANCE_SETTINGS: Record<string, EnvOptions> = {
+  'default episodes': { noiseLevel: 0, pushes: false, randomReset: false },
+  'with pushes': { noiseLevel: 0, pushes: true, randomReset: false },
+  'with random resets': { noiseLevel: 0, pushes: false, randomReset: true },
+  'with observation noise': { noiseLevel: 1, pushes: false, randomReset: false },
+};
 
 export async function measureHumanoidPhysics(seconds = 5): Promise<HumanoidPhysicsFigures> {
   const compileStarted = performance.now();
@@ -50,7 +70,31 @@ export async function measureHumanoidPhysics(seconds = 5): Promise<HumanoidPhysi
       }
     }
     const controlStepsPerSecond = controlSteps / ((performance.now() - envStarted) / 1000);
-    return { compileMs, physicsStepsPerSecond, controlStepsPerSecond, episodes };
+    const controller = balancePolicy(sim);
+    const standing: Record<string, number[]> = {};
+    const out = new Float64Array(env.actionSize);
+    for (const [name, options] of Object.entries(BALANCE_SETTINGS)) {
+      standing[name] = [];
+      for (let seed = 0; seed < 4; seed++) {
+        const trial = new G1Env(sim, seededRandom(seed), { ...options, command: { forward: 0.5, lateral: 0, yaw: 0 } });
+        let observation = trial.reset();
+        let steps = 0;
+        while (steps < TIMING.replaySteps) {
+          const step = trial.step(act(controller.policy, controller.policy.weights, observation, out));
+          if (step.done) break;
+          observation = step.observation;
+          steps += 1;
+        }
+        standing[name]!.push(steps);
+      }
+    }
+    return {
+      compileMs,
+      physicsStepsPerSecond,
+      controlStepsPerSecond,
+      episodes,
+      balance: { seconds: controller.seconds, residualNewtons: controller.residual, closedLoopRadius: controller.closedLoopRadius, standing },
+    };
   } finally {
     sim.dispose();
   }
@@ -60,7 +104,11 @@ export function describeHumanoidPhysics(h: HumanoidPhysicsFigures): string {
   return (
     `humanoid CPU twin (one core): G1 compiled in ${h.compileMs.toFixed(0)} ms; ${Math.round(h.physicsStepsPerSecond).toLocaleString('en')} physics steps/s ` +
     `(reference 10-12k); the environment at ${Math.round(h.controlStepsPerSecond).toLocaleString('en')} control steps/s ` +
-    `(${Math.round(h.controlStepsPerSecond * Math.round(TIMING.ctrlDt / TIMING.simDt)).toLocaleString('en')} physics steps/s with observations and rewards; ${h.episodes} episodes of a random policy)`
+    `(${Math.round(h.controlStepsPerSecond * Math.round(TIMING.ctrlDt / TIMING.simDt)).toLocaleString('en')} physics steps/s with observations and rewards; ${h.episodes} episodes of a random policy)\n` +
+    `  balance controller: computed in ${h.balance.seconds.toFixed(2)} s, equilibrium residual ${h.balance.residualNewtons.toExponential(1)} N, closed-loop spectral radius ${h.balance.closedLoopRadius.toFixed(6)}; ` +
+    `steps upright of ${TIMING.replaySteps} at 0.5 m/s (4 seeds): ${Object.entries(h.balance.standing)
+      .map(([name, steps]) => `${name} ${steps.join('/')}`)
+      .join(', ')}`
   );
 }
 

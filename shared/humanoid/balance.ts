@@ -13,7 +13,8 @@
  * cannot see (the base's position and heading, which the flat floor makes irrelevant, and its
  * height, which the joints nearly fix) is left out.
  *
- * Measured (bench/humanoid-balance): the controller holds the keyframe start upright for 500 steps.
+ * Measured (bench/humanoid-physics.ts): computed in about 0.5 s on one core; it holds the
+ * keyframe start upright for all 500 replay steps.
  */
 import { EigenvalueDecomposition, inverse, Matrix, pseudoInverse, solve } from 'ml-matrix';
 import { ConfigError } from '../errors.ts';
