@@ -22,7 +22,7 @@ import { seededRandom } from '../random.ts';
 import type { LinearPolicy } from './ars.ts';
 import { G1Env } from './env.ts';
 import type { G1Sim } from './model.ts';
-import { ACTIONS, OBSERVATION_LAYOUT, OBSERVATION_NOISE, OBSERVATION_SIZE } from './task.ts';
+import { ACTIONS, OBSERVATION_LAYOUT, OBSERVATION_NOISE, OBSERVATION_SIZE, TIMING } from './task.ts';
 
 /** The LQR's costs: per unit of state deviation squared, and per unit of action squared. */
 export const BALANCE_COSTS = {
@@ -140,7 +140,7 @@ export function balancePolicy(sim: G1Sim): BalanceResult {
   if (nu !== ACTIONS.size || model.nq !== 7 + nu)
     throw new ConfigError('model', `nu ${nu}, nq ${model.nq}`, `must have ${ACTIONS.size} actuators and a free base`);
   const env = new G1Env(sim, seededRandom(0), { noiseLevel: 0, pushes: false, randomReset: false, command: { forward: 0, lateral: 0, yaw: 0 } });
-  const substeps = Math.round(0.02 / model.opt.timestep);
+  const substeps = Math.round(TIMING.ctrlDt / model.opt.timestep);
   const qpos = data.qpos as Float64Array;
   const qvel = data.qvel as Float64Array;
   const name = (type: number, n: string) => {
@@ -178,11 +178,12 @@ export function balancePolicy(sim: G1Sim): BalanceResult {
     mujoco.mj_inverse(model, data);
     return Float64Array.from(data.qfrc_inverse as Float64Array);
   };
-  // The height at which the feet first carry the robot's weight, then Newton on (height, roll, pitch).
-  const weight = -inverseAt(standing([0.05, 0, 0]))[2]!;
+  // Lowered from 2 cm above the keyframe until the floor carries at least the robot's weight (the upward force
+  // its base needs in the air), then Newton's method on (height, roll, pitch).
+  const airborne = inverseAt(standing([0.05, 0, 0]))[2]!;
   let p: Vec = [0, 0, 0];
   for (let dz = 0.02; dz >= -0.02; dz -= 0.0005) {
-    if (inverseAt(standing([dz, 0, 0]))[2]! < weight / 2) {
+    if (inverseAt(standing([dz, 0, 0]))[2]! < -airborne) {
       p = [dz, 0, 0];
       break;
     }
