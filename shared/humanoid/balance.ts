@@ -178,8 +178,8 @@ export function balancePolicy(sim: G1Sim): BalanceResult {
     mujoco.mj_inverse(model, data);
     return Float64Array.from(data.qfrc_inverse as Float64Array);
   };
-  // Lowered from 2 cm above the keyframe until the floor carries at least the robot's weight (the upward force
-  // its base needs in the air), then Newton's method on (height, roll, pitch).
+  // Lowered from 2 cm above the keyframe until the floor carries at least the robot's weight
+  // (the upward force its base needs in the air), then Newton's method on (height, roll, pitch).
   const airborne = inverseAt(standing([0.05, 0, 0]))[2]!;
   let p: Vec = [0, 0, 0];
   for (let dz = 0.02; dz >= -0.02; dz -= 0.0005) {
