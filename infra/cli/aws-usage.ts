@@ -17,12 +17,30 @@
  *   whose logical id starts its name (CloudFormation names a definition `<logical id>-<suffix>`).
  *   Batch keeps a job's description for at least 7 days after it ends: older jobs are listed as
  *   not found.
+ * - By step (a state's name before ': '), as the local counters keep them: each step's share of
+ *   the above, the cache entries it stored (`<step>: Cache store` entered) and its cache hits
+ *   (`<step>: Restore` entered: the entry's computing execution is in its input, at
+ *   _step.lookup.Item.executionId), so `awsCacheSaving` prices what the hits saved from the
+ *   histories of the runs that computed them.
  */
 import pMap from 'p-map';
 import { type BatchClient, DescribeJobsCommand, type JobDetail } from '@aws-sdk/client-batch';
 import { GetFunctionConfigurationCommand, type LambdaClient } from '@aws-sdk/client-lambda';
 import { GetExecutionHistoryCommand, type HistoryEvent, ListExecutionsCommand, type SFNClient } from '@aws-sdk/client-sfn';
-import { addClaude, addUsage, type BatchJobUsage, type ClaudeUsage, claudeUsageOf, EMPTY_USAGE, type RunUsage } from '#shared/cost/usage.ts';
+import {
+  addClaude,
+  addUsage,
+  type BatchJobUsage,
+  type CacheSaving,
+  cacheSaving,
+  type ClaudeUsage,
+  claudeUsageOf,
+  EMPTY_USAGE,
+  emptyStepUsage,
+  type RunUsage,
+  type StepUsage,
+  stepOfState,
+} from '#shared/cost/usage.ts';
 
 export interface AwsUsageClients {
   readonly sfn: SFNClient;
@@ -30,8 +48,17 @@ export interface AwsUsageClients {
   readonly lambda: LambdaClient;
 }
 
+/** A cache hit: the step, and the execution that computed the entry. */
+export interface CacheHit {
+  readonly step: string;
+  readonly executionArn: string;
+}
+
 export interface AwsRunUsage {
   readonly usage: RunUsage;
+  /** The same figures by step, children included. */
+  readonly steps: Readonly<Record<string, StepUsage>>;
+  readonly cacheHits: readonly CacheHit[];
   /** Distributed Map child executions read. */
   readonly children: number;
   /** What could not be read or priced, one line each. */
@@ -50,10 +77,17 @@ export async function awsRunUsage(executionArn: string, clients: AwsUsageClients
   const notes: string[] = [];
   const memory = new Map<string, number | undefined>();
   let usage: RunUsage = EMPTY_USAGE;
+  const steps: Record<string, StepUsage> = {};
+  const cacheHits: CacheHit[] = [];
   let children = 0;
   const read = async (arn: string) => usageOfHistory(await historyOf(clients.sfn, arn), clients, lookup, memory, notes);
+  const add = (r: Awaited<ReturnType<typeof read>>) => {
+    usage = addUsage(usage, r.usage);
+    for (const [name, step] of Object.entries(r.steps)) steps[name] = addStepUsage(steps[name], step);
+    cacheHits.push(...r.cacheHits);
+  };
   const parent = await read(executionArn);
-  usage = addUsage(usage, parent.usage);
+  add(parent);
   // A Distributed Map's children (thousands, for the refinery's shards), read a few at a time: a
   // child that cannot be read (throttled past the SDK's retries) is a note, not the end of it.
   let pending = parent.mapRuns;
@@ -72,11 +106,53 @@ export async function awsRunUsage(executionArn: string, clients: AwsUsageClients
     pending = [];
     for (const r of results) {
       if (!r) continue;
-      usage = addUsage(usage, r.usage);
+      add(r);
       pending.push(...r.mapRuns);
     }
   }
-  return { usage, children, notes };
+  return { usage, steps, cacheHits, children, notes };
+}
+
+function addStepUsage(a: StepUsage | undefined, b: StepUsage): StepUsage {
+  if (!a) return b;
+  return {
+    transitions: a.transitions + b.transitions,
+    lambdaInvocations: a.lambdaInvocations + b.lambdaInvocations,
+    lambdaBilledMs: a.lambdaBilledMs + b.lambdaBilledMs,
+    lambdaGbSeconds: a.lambdaGbSeconds + b.lambdaGbSeconds,
+    batch: [...a.batch, ...b.batch],
+    stores: a.stores + b.stores,
+    claude: addClaude(a.claude ?? [], b.claude ?? []),
+  };
+}
+
+/**
+ * What a run's cache hits saved (shared/cost/usage.ts cacheSaving), each hit priced from the
+ * history of the run that computed its entry, read once per run. A run that cannot be read (its
+ * history is gone: Step Functions keeps a standard execution's for 90 days) is a note, and its
+ * hits are not priced.
+ */
+export async function awsCacheSaving(
+  hits: readonly CacheHit[],
+  clients: AwsUsageClients,
+  lookup: JobDefinitionLookup,
+): Promise<{ saving: CacheSaving; notes: string[] }> {
+  const notes: string[] = [];
+  const computing = [...new Set(hits.map((h) => h.executionArn))];
+  const read = await pMap(
+    computing,
+    (arn) =>
+      awsRunUsage(arn, clients, lookup).then(
+        (r) => [arn, r.steps] as const,
+        (error: Error) => {
+          notes.push(`cache hits on entries of ${arn}: that run could not be read (${error.name}: ${error.message}); not priced`);
+          return [arn, undefined] as const;
+        },
+      ),
+    { concurrency: CHILDREN_AT_ONCE },
+  );
+  const byArn = new Map(read);
+  return { saving: cacheSaving(hits, (arn) => byArn.get(arn)), notes };
 }
 
 async function historyOf(sfn: SFNClient, executionArn: string): Promise<HistoryEvent[]> {
@@ -116,8 +192,24 @@ async function usageOfHistory(
   lookup: JobDefinitionLookup,
   memory: Map<string, number | undefined>,
   notes: string[],
-): Promise<{ usage: RunUsage; mapRuns: string[] }> {
+): Promise<{ usage: RunUsage; steps: Record<string, StepUsage>; cacheHits: CacheHit[]; mapRuns: string[] }> {
   const byId = new Map(events.map((e) => [e.id!, e]));
+  /** The state an event belongs to: the `*StateEntered` event its chain starts from. */
+  const stateOf = (e: HistoryEvent): string => {
+    let at: HistoryEvent | undefined = e;
+    for (let hops = 0; at && hops < 8; hops++) {
+      if (at.type?.endsWith('StateEntered')) return at.stateEnteredEventDetails?.name ?? '';
+      at = byId.get(at.previousEventId ?? -1);
+    }
+    return '';
+  };
+  const steps: Record<string, StepUsage> = {};
+  const stepOf = (state: string): StepUsage => {
+    const name = stepOfState(state);
+    steps[name] ??= emptyStepUsage();
+    return steps[name];
+  };
+  const cacheHits: CacheHit[] = [];
   /** The event a task's events chain back to: its TaskScheduled or LambdaFunctionScheduled. */
   const scheduledOf = (e: HistoryEvent): HistoryEvent | undefined => {
     let at: HistoryEvent | undefined = e;
@@ -128,15 +220,27 @@ async function usageOfHistory(
     return undefined;
   };
   let transitions = 0;
-  const lambdaRuns: { fn: string; ms: number }[] = [];
+  const lambdaRuns: { fn: string; ms: number; state: string }[] = [];
   let claude: ClaudeUsage[] = [];
   const jobIds: string[] = [];
+  const jobStates = new Map<string, string>();
   const mapRuns: string[] = [];
   const started = new Map<number, number>();
   /** Scheduled events whose invocation is counted (a token task's is, at its TaskSubmitted). */
   const counted = new Set<number>();
   for (const e of events) {
-    if (e.type?.endsWith('StateEntered')) transitions += 1;
+    if (e.type?.endsWith('StateEntered')) {
+      transitions += 1;
+      const name = e.stateEnteredEventDetails?.name ?? '';
+      const step = stepOf(name);
+      step.transitions += 1;
+      if (name.endsWith(': Cache store')) step.stores += 1;
+      if (name.endsWith(': Restore')) {
+        const input = parse(e.stateEnteredEventDetails?.input) as { _step?: { lookup?: { Item?: { executionId?: { S?: string } } } } } | undefined;
+        const arn = input?._step?.lookup?.Item?.executionId?.S;
+        if (arn) cacheHits.push({ step: stepOfState(name), executionArn: arn });
+      }
+    }
     if (e.type === 'MapRunStarted' && e.mapRunStartedEventDetails?.mapRunArn) mapRuns.push(e.mapRunStartedEventDetails.mapRunArn);
     if (e.type === 'TaskStarted' || e.type === 'LambdaFunctionStarted') {
       const scheduled = scheduledOf(e);
@@ -144,7 +248,10 @@ async function usageOfHistory(
     }
     if (e.type === 'TaskSubmitted' && e.taskSubmittedEventDetails?.resourceType === 'batch') {
       const jobId = (parse(e.taskSubmittedEventDetails.output) as { JobId?: string } | undefined)?.JobId;
-      if (jobId) jobIds.push(jobId);
+      if (jobId) {
+        jobIds.push(jobId);
+        jobStates.set(jobId, stateOf(e));
+      }
     }
     // A Lambda's invocation ends with its task, except behind a task token: there the invoke ends
     // when the task is submitted (TaskSubmitted holds its response), and the wait that follows
@@ -164,7 +271,8 @@ async function usageOfHistory(
     counted.add(scheduled.id!);
     const from = started.get(scheduled.id!);
     const ms = from !== undefined && e.timestamp ? Math.max(1, Math.ceil(e.timestamp.getTime() - from)) : 1;
-    lambdaRuns.push({ fn, ms });
+    const state = stateOf(scheduled);
+    lambdaRuns.push({ fn, ms, state });
     const output = tokenInvoke
       ? (parse(e.taskSubmittedEventDetails?.output) as { Payload?: unknown } | undefined)?.Payload
       : e.type === 'TaskSucceeded'
@@ -173,7 +281,11 @@ async function usageOfHistory(
           ? parse(e.lambdaFunctionSucceededEventDetails?.output)
           : undefined;
     const used = claudeUsageOf(output);
-    if (used.length) claude = addClaude(claude, used);
+    if (used.length) {
+      claude = addClaude(claude, used);
+      const step = stepOf(state);
+      step.claude = addClaude(step.claude ?? [], used);
+    }
   }
   let billedMs = 0;
   let gbSeconds = 0;
@@ -185,8 +297,13 @@ async function usageOfHistory(
       });
       memory.set(run.fn, config?.MemorySize);
     }
+    const runGbSeconds = (run.ms / 1000) * ((memory.get(run.fn) ?? 128) / 1024);
     billedMs += run.ms;
-    gbSeconds += (run.ms / 1000) * ((memory.get(run.fn) ?? 128) / 1024);
+    gbSeconds += runGbSeconds;
+    const step = stepOf(run.state);
+    step.lambdaInvocations += 1;
+    step.lambdaBilledMs += run.ms;
+    step.lambdaGbSeconds += runGbSeconds;
   }
   const batch: BatchJobUsage[] = [];
   for (let i = 0; i < jobIds.length; i += DESCRIBE_JOBS_AT_ONCE) {
@@ -194,10 +311,16 @@ async function usageOfHistory(
     const described = (await clients.batch.send(new DescribeJobsCommand({ jobs: ids }))).jobs ?? [];
     for (const id of ids.filter((id) => !described.some((j) => j.jobId === id)))
       notes.push(`Batch job ${id}: not found (Batch keeps a job's description for 7 days after it ends); not priced`);
-    for (const job of described) batch.push(jobUsage(job, lookup, notes));
+    for (const job of described) {
+      const used = jobUsage(job, lookup, notes);
+      batch.push(used);
+      stepOf(jobStates.get(job.jobId ?? '') ?? '').batch.push(used);
+    }
   }
   return {
     usage: { transitions, lambda: { invocations: lambdaRuns.length, billedMs, gbSeconds }, batch, claude },
+    steps,
+    cacheHits,
     mapRuns,
   };
 }

@@ -6,10 +6,10 @@ import { dynamoClient } from '#shared/clients/aws.ts';
 import { BatchClient } from '@aws-sdk/client-batch';
 import { CloudFormationClient } from '@aws-sdk/client-cloudformation';
 import { LambdaClient } from '@aws-sdk/client-lambda';
-import { cacheSaving, costOf, formatUsd, type RunCost, type RunUsage, usageOfStats } from '#shared/cost/usage.ts';
+import { type CacheSaving, cacheSaving, costOf, formatUsd, type RunCost, type RunUsage, usageOfStats } from '#shared/cost/usage.ts';
 import { MissingDeploymentError } from '#shared/errors.ts';
 import { PIPELINES } from '../registry.ts';
-import { awsRunUsage, type AwsUsageClients } from './aws-usage.ts';
+import { awsCacheSaving, awsRunUsage, type AwsUsageClients, type JobDefinitionLookup } from './aws-usage.ts';
 import { pipelineNamed } from './config.ts';
 import { jobDefinitionsOf, planOptionsOf, planWithRange } from './plan.ts';
 import { ConfigError } from '#shared/errors.ts';
@@ -55,10 +55,7 @@ export function showLocalRun(dataDir: string, run: string, io: Io): void {
   io.out(planLine(record.pipeline, record.input));
   printCost(cost, io);
   const byArn = new Map(records.map((r) => [r.executionArn, r.stats.steps]));
-  const saving = cacheSaving(record.stats.cacheHits ?? [], (arn) => byArn.get(parentExecutionArn(arn)));
-  io.out(
-    `cache: ${saving.hits} hits${saving.hits ? `, which saved recomputing ${formatUsd(saving.lowUsd, saving.highUsd)} (those steps' cost in the runs that computed them; this run still paid its own states, above${saving.priced < saving.hits ? `; ${saving.hits - saving.priced} from runs not on record` : ''})` : ''}`,
-  );
+  io.out(savingLine(cacheSaving(record.stats.cacheHits ?? [], (arn) => byArn.get(parentExecutionArn(arn)))));
 }
 
 /**
@@ -237,10 +234,11 @@ export async function showAwsRun(run: string, io: Io, given?: AwsUsageClients & 
   }
   if (!entry) throw new ConfigError('RUN', run, `its state machine (${described.stateMachineArn}) is not one of a deployed pipeline stack`);
   const definitions = [...jobDefinitionsOf(entry).values()];
-  const read = await awsRunUsage(run, clients, (name) => {
+  const lookup: JobDefinitionLookup = (name) => {
     const def = definitions.find((d) => name === d.name || name.startsWith(`${d.name}-`));
     return def ? { name: def.name, ...(def.resources?.instanceType ? { instanceType: def.resources.instanceType } : {}) } : undefined;
-  });
+  };
+  const read = await awsRunUsage(run, clients, lookup);
   const seconds = described.stopDate && described.startDate ? ((described.stopDate.getTime() - described.startDate.getTime()) / 1000).toFixed(2) : 'running';
   io.out(`${described.name} (${entry.name}, on AWS): ${described.status}, ${seconds} s`);
   io.out(`state transitions: ${read.usage.transitions}${read.children ? ` (${read.children} Distributed Map children included)` : ''}`);
@@ -248,5 +246,12 @@ export async function showAwsRun(run: string, io: Io, given?: AwsUsageClients & 
   io.out(planLine(entry.name, described.input ? JSON.parse(described.input) : undefined));
   for (const note of read.notes) io.out(`note: ${note}`);
   printCost(costOf(read.usage), io);
-  io.out('cache: the saving of a run on AWS is not read yet (its hits are in its history; the runs that computed them are priced locally only)');
+  const { saving, notes } = await awsCacheSaving(read.cacheHits, clients, lookup);
+  for (const note of notes) io.out(`note: ${note}`);
+  io.out(savingLine(saving));
+}
+
+/** The cache's line of `runs show`: the hits and what they saved, priced from the runs that computed them. */
+function savingLine(saving: CacheSaving): string {
+  return `cache: ${saving.hits} hits${saving.hits ? `, which saved recomputing ${formatUsd(saving.lowUsd, saving.highUsd)} (those steps' cost in the runs that computed them; this run still paid its own states, above${saving.priced < saving.hits ? `; ${saving.hits - saving.priced} from runs not on record` : ''})` : ''}`;
 }

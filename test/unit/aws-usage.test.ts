@@ -12,7 +12,7 @@ import { GetFunctionConfigurationCommand, LambdaClient } from '@aws-sdk/client-l
 import { DescribeExecutionCommand, GetExecutionHistoryCommand, type HistoryEvent, ListExecutionsCommand, SFNClient } from '@aws-sdk/client-sfn';
 import { mockClient } from 'aws-sdk-client-mock';
 import { pipelineNamed } from '#infra/cli/config.ts';
-import { awsRunUsage } from '#infra/cli/aws-usage.ts';
+import { awsCacheSaving, awsRunUsage } from '#infra/cli/aws-usage.ts';
 import { showAwsRun } from '#infra/cli/inspect.ts';
 import { jobDefinitionsOf } from '#infra/cli/plan.ts';
 import { DEFAULT_CLAUDE_MODEL } from '#shared/clients/anthropic.ts';
@@ -231,6 +231,54 @@ describe('a run on AWS, read back', () => {
     assert.match(text, /plan of a cold run of this config: \d+ state transitions/);
     assert.match(text, /note: Batch job job-gone: not found/);
     assert.match(text, /cost on AWS at these figures: \$/);
+    assert.match(text, /^cache: 0 hits$/m);
+  });
+
+  it("prices the cache's hits from the histories of the runs that computed them, a run not on record noted", async () => {
+    const hitRun = `arn:aws:states:${REGION}:123456789012:execution:StateMachine2E01A3A5-abc:rerun`;
+    const cold = `arn:aws:states:${REGION}:123456789012:execution:StateMachine2E01A3A5-abc:cold`;
+    const gone = `arn:aws:states:${REGION}:123456789012:execution:StateMachine2E01A3A5-abc:long-ago`;
+    const restore = (id: number, computedBy: string): HistoryEvent => ({
+      id,
+      timestamp: at(id),
+      type: 'PassStateEntered',
+      stateEnteredEventDetails: { name: 'sum: Restore', input: JSON.stringify({ _step: { lookup: { Item: { executionId: { S: computedBy } } } } }) },
+    });
+    sfn
+      .on(GetExecutionHistoryCommand, { executionArn: hitRun })
+      .resolves({ events: [{ id: 1, timestamp: at(0), type: 'ExecutionStarted' }, restore(2, cold), restore(3, gone)] })
+      // The cold run: the sum step's check, its job, its store; and a step of its own that no hit restores.
+      .on(GetExecutionHistoryCommand, { executionArn: cold })
+      .resolves({
+        events: [
+          { id: 1, timestamp: at(0), type: 'ExecutionStarted' },
+          ...lambdaTask(2, 'sum: Check cache', 20, { hit: false }),
+          ...batchTask(10, 'job-fargate'),
+          { id: 20, timestamp: at(200), type: 'TaskStateEntered', stateEnteredEventDetails: { name: 'sum: Cache store' } },
+          ...lambdaTask(30, 'report: Invoke', 900, { claudeUsage: [usage] }),
+        ],
+      })
+      .on(GetExecutionHistoryCommand, { executionArn: gone })
+      .rejects(Object.assign(new Error('Execution Does Not Exist'), { name: 'ExecutionDoesNotExist' }));
+    const lookup = (name: string) => (name.startsWith(`${sumDefinition.name}-`) ? { name: sumDefinition.name } : undefined);
+    const read = await awsRunUsage(hitRun, clients(), lookup);
+    assert.deepEqual(read.cacheHits, [
+      { step: 'sum', executionArn: cold },
+      { step: 'sum', executionArn: gone },
+    ]);
+    const coldRun = await awsRunUsage(cold, clients(), lookup);
+    assert.deepEqual(Object.keys(coldRun.steps).toSorted(), ['report', 'sum']);
+    const sum = coldRun.steps.sum!;
+    assert.deepEqual([sum.transitions, sum.stores, sum.lambdaInvocations, sum.lambdaBilledMs, sum.batch.length], [3, 1, 1, 20, 1]);
+    assert.equal(coldRun.steps.report!.claude?.[0]?.outputTokens, usage.outputTokens);
+
+    const { saving, notes } = await awsCacheSaving(read.cacheHits, clients(), lookup);
+    // The saving is the sum step's cost in the cold run: its 3 states, its check's 20 ms and its job, not the report.
+    const sumOnly = costOf({ transitions: 3, lambda: { invocations: 1, billedMs: 20, gbSeconds: 0.02 * 0.5 }, batch: sum.batch, claude: [] });
+    assert.deepEqual([saving.hits, saving.priced], [2, 1]);
+    assert.ok(Math.abs(saving.lowUsd - sumOnly.lowUsd) < 1e-12 && Math.abs(saving.highUsd - sumOnly.highUsd) < 1e-12, JSON.stringify(saving));
+    assert.ok(saving.lowUsd < costOf(coldRun.usage).lowUsd, "less than the cold run's whole cost");
+    assert.deepEqual(notes, [`cache hits on entries of ${gone}: that run could not be read (ExecutionDoesNotExist: Execution Does Not Exist); not priced`]);
   });
 
   it('names a run on AWS by its execution ARN, and says so', async () => {
