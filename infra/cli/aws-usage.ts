@@ -59,6 +59,8 @@ export interface AwsRunUsage {
   /** The same figures by step, children included. */
   readonly steps: Readonly<Record<string, StepUsage>>;
   readonly cacheHits: readonly CacheHit[];
+  /** Steps whose figures miss a Batch job Batch no longer describes: their cost is not known. */
+  readonly incompleteSteps: readonly string[];
   /** Distributed Map child executions read. */
   readonly children: number;
   /** What could not be read or priced, one line each. */
@@ -79,12 +81,14 @@ export async function awsRunUsage(executionArn: string, clients: AwsUsageClients
   let usage: RunUsage = EMPTY_USAGE;
   const steps: Record<string, StepUsage> = {};
   const cacheHits: CacheHit[] = [];
+  const incompleteSteps = new Set<string>();
   let children = 0;
   const read = async (arn: string) => usageOfHistory(await historyOf(clients.sfn, arn), clients, lookup, memory, notes);
   const add = (r: Awaited<ReturnType<typeof read>>) => {
     usage = addUsage(usage, r.usage);
     for (const [name, step] of Object.entries(r.steps)) steps[name] = addStepUsage(steps[name], step);
     cacheHits.push(...r.cacheHits);
+    for (const step of r.incompleteSteps) incompleteSteps.add(step);
   };
   const parent = await read(executionArn);
   add(parent);
@@ -110,7 +114,7 @@ export async function awsRunUsage(executionArn: string, clients: AwsUsageClients
       pending.push(...r.mapRuns);
     }
   }
-  return { usage, steps, cacheHits, children, notes };
+  return { usage, steps, cacheHits, incompleteSteps: [...incompleteSteps], children, notes };
 }
 
 function addStepUsage(a: StepUsage | undefined, b: StepUsage): StepUsage {
@@ -143,7 +147,12 @@ export async function awsCacheSaving(
     computing,
     (arn) =>
       awsRunUsage(arn, clients, lookup).then(
-        (r) => [arn, r.steps] as const,
+        (r) => {
+          // A step missing a job Batch has forgotten (7 days) is not priced: its saving is not known.
+          for (const note of r.notes) notes.push(`cache hits on entries of ${arn}: ${note}`);
+          const known = Object.fromEntries(Object.entries(r.steps).filter(([step]) => !r.incompleteSteps.includes(step)));
+          return [arn, known] as const;
+        },
         (error: Error) => {
           notes.push(`cache hits on entries of ${arn}: that run could not be read (${error.name}: ${error.message}); not priced`);
           return [arn, undefined] as const;
@@ -192,12 +201,15 @@ async function usageOfHistory(
   lookup: JobDefinitionLookup,
   memory: Map<string, number | undefined>,
   notes: string[],
-): Promise<{ usage: RunUsage; steps: Record<string, StepUsage>; cacheHits: CacheHit[]; mapRuns: string[] }> {
+): Promise<{ usage: RunUsage; steps: Record<string, StepUsage>; cacheHits: CacheHit[]; incompleteSteps: string[]; mapRuns: string[] }> {
   const byId = new Map(events.map((e) => [e.id!, e]));
-  /** The state an event belongs to: the `*StateEntered` event its chain starts from. */
+  /**
+   * The state an event belongs to: the `*StateEntered` event its chain starts from (a retried
+   * task's attempts chain through the ones before, 3 events each, so no fixed number of hops).
+   */
   const stateOf = (e: HistoryEvent): string => {
     let at: HistoryEvent | undefined = e;
-    for (let hops = 0; at && hops < 8; hops++) {
+    for (let hops = 0; at && hops <= events.length; hops++) {
       if (at.type?.endsWith('StateEntered')) return at.stateEnteredEventDetails?.name ?? '';
       at = byId.get(at.previousEventId ?? -1);
     }
@@ -224,6 +236,7 @@ async function usageOfHistory(
   let claude: ClaudeUsage[] = [];
   const jobIds: string[] = [];
   const jobStates = new Map<string, string>();
+  const incompleteSteps = new Set<string>();
   const mapRuns: string[] = [];
   const started = new Map<number, number>();
   /** Scheduled events whose invocation is counted (a token task's is, at its TaskSubmitted). */
@@ -309,8 +322,10 @@ async function usageOfHistory(
   for (let i = 0; i < jobIds.length; i += DESCRIBE_JOBS_AT_ONCE) {
     const ids = jobIds.slice(i, i + DESCRIBE_JOBS_AT_ONCE);
     const described = (await clients.batch.send(new DescribeJobsCommand({ jobs: ids }))).jobs ?? [];
-    for (const id of ids.filter((id) => !described.some((j) => j.jobId === id)))
+    for (const id of ids.filter((id) => !described.some((j) => j.jobId === id))) {
       notes.push(`Batch job ${id}: not found (Batch keeps a job's description for 7 days after it ends); not priced`);
+      incompleteSteps.add(stepOfState(jobStates.get(id) ?? ''));
+    }
     for (const job of described) {
       const used = jobUsage(job, lookup, notes);
       batch.push(used);
@@ -321,6 +336,7 @@ async function usageOfHistory(
     usage: { transitions, lambda: { invocations: lambdaRuns.length, billedMs, gbSeconds }, batch, claude },
     steps,
     cacheHits,
+    incompleteSteps: [...incompleteSteps],
     mapRuns,
   };
 }

@@ -15,8 +15,10 @@ import type { VideoConfig } from './config.ts';
 
 /**
  * The longest generated video, in seconds (batch-jobs/video-cut/generate.py's
- * DEFAULT_SPEC_MAX_SECONDS, for the spec the pipeline submits: 48 s by construction, 39.2 s the
- * longest measured). Fetched sources are at most `fetch.maxSeconds` (fetch refuses longer ones).
+ * DEFAULT_SPEC_MAX_SECONDS, for the spec the pipeline submits: 40.5 s by construction, 39.2 s the
+ * longest measured). Fetched sources are at most `fetch.maxSeconds` (fetch refuses longer ones). A
+ * list entry given with its sha256 is not fetched, and its length is taken to be within
+ * `fetch.maxSeconds` too: nothing checks it (the cut job would have to).
  */
 export const GENERATED_MAX_SECONDS = 60;
 

@@ -63,7 +63,7 @@ export interface BalanceResult {
   readonly policy: LinearPolicy;
   /** The standing pose (qpos, 36). */
   readonly pose: readonly number[];
-  /** The largest free-base force or torque inverse dynamics still needs at that pose (N or N m). */
+  /** The largest of the six free-base forces and torques inverse dynamics still needs at that pose (N or N m). */
   readonly residual: number;
   /** The closed loop's spectral radius under the full-state gain (below 1: stable, bar the floor's symmetries at 1). */
   readonly closedLoopRadius: number;
@@ -178,12 +178,11 @@ export function balancePolicy(sim: G1Sim): BalanceResult {
     mujoco.mj_inverse(model, data);
     return Float64Array.from(data.qfrc_inverse as Float64Array);
   };
-  // Lowered from 2 cm above the keyframe until the floor carries at least the robot's weight
-  // (the upward force its base needs in the air), then Newton's method on (height, roll, pitch).
-  const airborne = inverseAt(standing([0.05, 0, 0]))[2]!;
+  // Lowered from 2 cm above the keyframe until the floor carries at least the robot's weight (the
+  // base then needs no upward force), then Newton's method on (height, roll, pitch).
   let p: Vec = [0, 0, 0];
   for (let dz = 0.02; dz >= -0.02; dz -= 0.0005) {
-    if (inverseAt(standing([dz, 0, 0]))[2]! < -airborne) {
+    if (inverseAt(standing([dz, 0, 0]))[2]! <= 0) {
       p = [dz, 0, 0];
       break;
     }
@@ -192,11 +191,9 @@ export function balancePolicy(sim: G1Sim): BalanceResult {
     const f = inverseAt(standing(x));
     return [f[2]!, f[3]!, f[4]!];
   };
-  let residual = Number.POSITIVE_INFINITY;
   for (let it = 0; it < 50; it++) {
     const r0 = baseResidual(p);
-    residual = Math.max(...r0.map(Math.abs));
-    if (residual < 1e-4) break;
+    if (Math.max(...r0.map(Math.abs)) < 1e-4) break;
     const J = [0, 1, 2].map(() => [0, 0, 0]);
     for (let k = 0; k < 3; k++) {
       const x = [...p];
@@ -211,10 +208,12 @@ export function balancePolicy(sim: G1Sim): BalanceResult {
     const scale = Math.min(1, 5e-4 / Math.abs(d[0]!), 5e-4 / Math.max(Math.abs(d[1]!), Math.abs(d[2]!)));
     p = p.map((v, k) => v + scale * d[k]!);
   }
-  if (!(residual < 1e-2))
-    throw new ConfigError('model', `base force ${residual} N`, 'has no standing equilibrium near its keyframe (the balance controller needs one)');
   const q0 = standing(p);
   const hold = inverseAt(q0);
+  // All six of the base's forces and torques at the pose found (the floor's friction holds x, y and yaw).
+  const residual = Math.max(...Array.from(hold.subarray(0, 6), Math.abs));
+  if (!(residual < 1e-2))
+    throw new ConfigError('model', `base force ${residual} N`, 'has no standing equilibrium near its keyframe (the balance controller needs one)');
   const pose = env.defaultPose;
   const u0 = Array.from({ length: nu }, (_, j) => (q0[7 + j]! + hold[6 + j]! / kp[j]! - pose[j]!) / ACTIONS.actionScale);
   const beyond = u0.findIndex((u) => Math.abs(u) >= 0.99);
@@ -318,7 +317,8 @@ export function balancePolicy(sim: G1Sim): BalanceResult {
   const n = OBSERVATION_SIZE;
   const weights = new Float64Array((n + 1) * nu);
   for (let j = 0; j < nu; j++) {
-    const slope = 1 - Math.tanh(Math.atanh(u0[j]!)) ** 2;
+    // tanh's slope at the bias atanh(u0).
+    const slope = 1 - u0[j]! ** 2;
     read.forEach((o, i) => {
       weights[j * (n + 1) + o] = (gain.get(j, i) * std[o]!) / slope;
     });

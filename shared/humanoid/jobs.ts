@@ -41,8 +41,8 @@ export const ArsSettings = z
   .object({
     /** Iterations in all (a resumed run continues up to this count). */
     iterations: z.int().min(1).max(100_000),
-    /** A new run's first policy: the LQR balance controller (balance.ts) or zeros. */
-    start: z.enum(['balance', 'zero']),
+    /** A new run's first policy: the LQR balance controller (balance.ts) or zeros (a spec written before this setting: zeros). */
+    start: z.enum(['balance', 'zero']).default('zero'),
     directions: z.int().min(1).max(1_024),
     topDirections: z.int().min(1).max(1_024),
     stepSize: z.number().positive().max(10),

@@ -238,6 +238,7 @@ describe('a run on AWS, read back', () => {
     const hitRun = `arn:aws:states:${REGION}:123456789012:execution:StateMachine2E01A3A5-abc:rerun`;
     const cold = `arn:aws:states:${REGION}:123456789012:execution:StateMachine2E01A3A5-abc:cold`;
     const gone = `arn:aws:states:${REGION}:123456789012:execution:StateMachine2E01A3A5-abc:long-ago`;
+    const stale = `arn:aws:states:${REGION}:123456789012:execution:StateMachine2E01A3A5-abc:last-month`;
     const restore = (id: number, computedBy: string): HistoryEvent => ({
       id,
       timestamp: at(id),
@@ -246,7 +247,7 @@ describe('a run on AWS, read back', () => {
     });
     sfn
       .on(GetExecutionHistoryCommand, { executionArn: hitRun })
-      .resolves({ events: [{ id: 1, timestamp: at(0), type: 'ExecutionStarted' }, restore(2, cold), restore(3, gone)] })
+      .resolves({ events: [{ id: 1, timestamp: at(0), type: 'ExecutionStarted' }, restore(2, cold), restore(3, gone), restore(4, stale)] })
       // The cold run: the sum step's check, its job, its store; and a step of its own that no hit restores.
       .on(GetExecutionHistoryCommand, { executionArn: cold })
       .resolves({
@@ -258,6 +259,15 @@ describe('a run on AWS, read back', () => {
           ...lambdaTask(30, 'report: Invoke', 900, { claudeUsage: [usage] }),
         ],
       })
+      // A run whose job Batch no longer describes: its step's cost, and so the saving, is not known.
+      .on(GetExecutionHistoryCommand, { executionArn: stale })
+      .resolves({
+        events: [
+          { id: 1, timestamp: at(0), type: 'ExecutionStarted' },
+          ...batchTask(2, 'job-gone'),
+          { id: 10, timestamp: at(100), type: 'TaskStateEntered', stateEnteredEventDetails: { name: 'sum: Cache store' } },
+        ],
+      })
       .on(GetExecutionHistoryCommand, { executionArn: gone })
       .rejects(Object.assign(new Error('Execution Does Not Exist'), { name: 'ExecutionDoesNotExist' }));
     const lookup = (name: string) => (name.startsWith(`${sumDefinition.name}-`) ? { name: sumDefinition.name } : undefined);
@@ -265,6 +275,7 @@ describe('a run on AWS, read back', () => {
     assert.deepEqual(read.cacheHits, [
       { step: 'sum', executionArn: cold },
       { step: 'sum', executionArn: gone },
+      { step: 'sum', executionArn: stale },
     ]);
     const coldRun = await awsRunUsage(cold, clients(), lookup);
     assert.deepEqual(Object.keys(coldRun.steps).toSorted(), ['report', 'sum']);
@@ -275,10 +286,13 @@ describe('a run on AWS, read back', () => {
     const { saving, notes } = await awsCacheSaving(read.cacheHits, clients(), lookup);
     // The saving is the sum step's cost in the cold run: its 3 states, its check's 20 ms and its job, not the report.
     const sumOnly = costOf({ transitions: 3, lambda: { invocations: 1, billedMs: 20, gbSeconds: 0.02 * 0.5 }, batch: sum.batch, claude: [] });
-    assert.deepEqual([saving.hits, saving.priced], [2, 1]);
+    assert.deepEqual([saving.hits, saving.priced], [3, 1]);
     assert.ok(Math.abs(saving.lowUsd - sumOnly.lowUsd) < 1e-12 && Math.abs(saving.highUsd - sumOnly.highUsd) < 1e-12, JSON.stringify(saving));
     assert.ok(saving.lowUsd < costOf(coldRun.usage).lowUsd, "less than the cold run's whole cost");
-    assert.deepEqual(notes, [`cache hits on entries of ${gone}: that run could not be read (ExecutionDoesNotExist: Execution Does Not Exist); not priced`]);
+    assert.deepEqual(notes.toSorted(), [
+      `cache hits on entries of ${stale}: Batch job job-gone: not found (Batch keeps a job's description for 7 days after it ends); not priced`,
+      `cache hits on entries of ${gone}: that run could not be read (ExecutionDoesNotExist: Execution Does Not Exist); not priced`,
+    ]);
   });
 
   it('names a run on AWS by its execution ARN, and says so', async () => {

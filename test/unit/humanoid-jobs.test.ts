@@ -128,6 +128,8 @@ describe('humanoid CPU job: train', () => {
       saved.normaliser.mean.some((m: number) => m !== 0),
       'the controller normalises about the standing pose',
     );
+    // Held, not learnt: the task's noise scales (linear velocity 0.1, joint angles 0.03), and no states counted.
+    assert.deepEqual([saved.normaliser.std[0], saved.normaliser.std[12], saved.stats.count], [0.1, 0.03, 0]);
     assert.equal(saved.weights.filter((w: number) => w !== 0).length > 1000, true, 'the controller has gains, not zeros');
 
     await runTrain(spec('balance-cut', 1, null, 'balance'), ctx('balance-cut-1'), pool);
