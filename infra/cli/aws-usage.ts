@@ -75,9 +75,14 @@ const DESCRIBE_JOBS_AT_ONCE = 100;
 const CHILDREN_AT_ONCE = 8;
 
 /** The usage of one execution and its Distributed Map children. */
-export async function awsRunUsage(executionArn: string, clients: AwsUsageClients, lookup: JobDefinitionLookup): Promise<AwsRunUsage> {
+export async function awsRunUsage(
+  executionArn: string,
+  clients: AwsUsageClients,
+  lookup: JobDefinitionLookup,
+  /** Functions' memory sizes already read (shared across the runs a saving reads). */
+  memory = new Map<string, number | undefined>(),
+): Promise<AwsRunUsage> {
   const notes: string[] = [];
-  const memory = new Map<string, number | undefined>();
   let usage: RunUsage = EMPTY_USAGE;
   const steps: Record<string, StepUsage> = {};
   const cacheHits: CacheHit[] = [];
@@ -143,10 +148,11 @@ export async function awsCacheSaving(
 ): Promise<{ saving: CacheSaving; notes: string[] }> {
   const notes: string[] = [];
   const computing = [...new Set(hits.map((h) => h.executionArn))];
+  const memory = new Map<string, number | undefined>();
   const read = await pMap(
     computing,
     (arn) =>
-      awsRunUsage(arn, clients, lookup).then(
+      awsRunUsage(arn, clients, lookup, memory).then(
         (r) => {
           // A step missing a job Batch has forgotten (7 days) is not priced: its saving is not known.
           for (const note of r.notes) notes.push(`cache hits on entries of ${arn}: ${note}`);
