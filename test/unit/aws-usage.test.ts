@@ -58,6 +58,30 @@ const lambdaTask = (first: number, state: string, ms: number, payload: unknown) 
     ['TaskSucceeded', 5 + ms, { taskSucceededEventDetails: { ...task('lambda', 'invoke'), output: JSON.stringify({ StatusCode: 200, Payload: payload }) } }],
   ]);
 
+/** A Lambda task failed `failures` times (5 ms each) and retried, then answered in `ms`. */
+const retriedLambda = (first: number, state: string, failures: number, ms: number, payload: unknown) => {
+  const scheduled: [string, number, Partial<HistoryEvent>] = [
+    'TaskScheduled',
+    0,
+    { taskScheduledEventDetails: { ...task('lambda', 'invoke'), region: REGION, parameters: JSON.stringify({ FunctionName: FN, Payload: {} }) } },
+  ];
+  const attempts = Array.from({ length: failures }, (_, k): [string, number, Partial<HistoryEvent>][] => [
+    [scheduled[0], 100 * k, scheduled[2]],
+    ['TaskStarted', 100 * k + 1, { taskStartedEventDetails: task('lambda', 'invoke') }],
+    ['TaskFailed', 100 * k + 6, { taskFailedEventDetails: { ...task('lambda', 'invoke'), error: 'Lambda.TooManyRequestsException' } }],
+  ]).flat();
+  return taskEvents(first, state, [
+    ...attempts,
+    [scheduled[0], 100 * failures, scheduled[2]],
+    ['TaskStarted', 100 * failures + 1, { taskStartedEventDetails: task('lambda', 'invoke') }],
+    [
+      'TaskSucceeded',
+      100 * failures + 1 + ms,
+      { taskSucceededEventDetails: { ...task('lambda', 'invoke'), output: JSON.stringify({ StatusCode: 200, Payload: payload }) } },
+    ],
+  ]);
+};
+
 /** A Lambda as the Task's resource (what `payloadResponseOnly` makes): LambdaFunction* events. */
 const directLambda = (first: number, state: string, ms: number, response: unknown) =>
   taskEvents(first, state, [
@@ -248,15 +272,16 @@ describe('a run on AWS, read back', () => {
     sfn
       .on(GetExecutionHistoryCommand, { executionArn: hitRun })
       .resolves({ events: [{ id: 1, timestamp: at(0), type: 'ExecutionStarted' }, restore(2, cold), restore(3, gone), restore(4, stale)] })
-      // The cold run: the sum step's check, its job, its store; and a step of its own that no hit restores.
+      // The cold run: the sum step's check (throttled three times, then answered: each attempt's
+      // events chain through the ones before), its job, its store; and a step that no hit restores.
       .on(GetExecutionHistoryCommand, { executionArn: cold })
       .resolves({
         events: [
           { id: 1, timestamp: at(0), type: 'ExecutionStarted' },
-          ...lambdaTask(2, 'sum: Check cache', 20, { hit: false }),
-          ...batchTask(10, 'job-fargate'),
-          { id: 20, timestamp: at(200), type: 'TaskStateEntered', stateEnteredEventDetails: { name: 'sum: Cache store' } },
-          ...lambdaTask(30, 'report: Invoke', 900, { claudeUsage: [usage] }),
+          ...retriedLambda(2, 'sum: Check cache', 3, 20, { hit: false }),
+          ...batchTask(20, 'job-fargate'),
+          { id: 30, timestamp: at(300), type: 'TaskStateEntered', stateEnteredEventDetails: { name: 'sum: Cache store' } },
+          ...lambdaTask(40, 'report: Invoke', 900, { claudeUsage: [usage] }),
         ],
       })
       // A run whose job Batch no longer describes: its step's cost, and so the saving, is not known.
@@ -280,12 +305,13 @@ describe('a run on AWS, read back', () => {
     const coldRun = await awsRunUsage(cold, clients(), lookup);
     assert.deepEqual(Object.keys(coldRun.steps).toSorted(), ['report', 'sum']);
     const sum = coldRun.steps.sum!;
-    assert.deepEqual([sum.transitions, sum.stores, sum.lambdaInvocations, sum.lambdaBilledMs, sum.batch.length], [3, 1, 1, 20, 1]);
+    // Four invocations (three throttled, 5 ms each, then 20 ms), all the sum step's.
+    assert.deepEqual([sum.transitions, sum.stores, sum.lambdaInvocations, sum.lambdaBilledMs, sum.batch.length], [3, 1, 4, 35, 1]);
     assert.equal(coldRun.steps.report!.claude?.[0]?.outputTokens, usage.outputTokens);
 
     const { saving, notes } = await awsCacheSaving(read.cacheHits, clients(), lookup);
-    // The saving is the sum step's cost in the cold run: its 3 states, its check's 20 ms and its job, not the report.
-    const sumOnly = costOf({ transitions: 3, lambda: { invocations: 1, billedMs: 20, gbSeconds: 0.02 * 0.5 }, batch: sum.batch, claude: [] });
+    // The saving is the sum step's cost in the cold run: its 3 states, its check's 4 attempts and its job, not the report.
+    const sumOnly = costOf({ transitions: 3, lambda: { invocations: 4, billedMs: 35, gbSeconds: 0.035 * 0.5 }, batch: sum.batch, claude: [] });
     assert.deepEqual([saving.hits, saving.priced], [3, 1]);
     assert.ok(Math.abs(saving.lowUsd - sumOnly.lowUsd) < 1e-12 && Math.abs(saving.highUsd - sumOnly.highUsd) < 1e-12, JSON.stringify(saving));
     assert.ok(saving.lowUsd < costOf(coldRun.usage).lowUsd, "less than the cold run's whole cost");
