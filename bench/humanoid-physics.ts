@@ -9,10 +9,10 @@
  * `tsx bench/humanoid-physics.ts`, or call `measureHumanoidPhysics()`.
  */
 import { pathToFileURL } from 'node:url';
-import { act } from '#shared/humanoid/ars.ts';
 import { balancePolicy } from '#shared/humanoid/balance.ts';
 import { type EnvOptions, G1Env } from '#shared/humanoid/env.ts';
 import { compileG1 } from '#shared/humanoid/model.ts';
+import { rollout } from '#shared/humanoid/rollouts.ts';
 import { TIMING } from '#shared/humanoid/task.ts';
 import { seededRandom } from '#shared/random.ts';
 
@@ -71,23 +71,16 @@ export async function measureHumanoidPhysics(seconds = 5): Promise<HumanoidPhysi
     }
     const controlStepsPerSecond = controlSteps / ((performance.now() - envStarted) / 1000);
     const controller = balancePolicy(sim);
-    const standing: Record<string, number[]> = {};
-    const out = new Float64Array(env.actionSize);
-    for (const [name, options] of Object.entries(BALANCE_SETTINGS)) {
-      standing[name] = [];
-      for (let seed = 0; seed < 4; seed++) {
-        const trial = new G1Env(sim, seededRandom(seed), { ...options, command: { forward: 0.5, lateral: 0, yaw: 0 } });
-        let observation = trial.reset();
-        let steps = 0;
-        while (steps < TIMING.replaySteps) {
-          const step = trial.step(act(controller.policy, controller.policy.weights, observation, out));
-          if (step.done) break;
-          observation = step.observation;
-          steps += 1;
-        }
-        standing[name]!.push(steps);
-      }
-    }
+    const { weights, mean, std } = controller.policy;
+    const standing = Object.fromEntries(
+      Object.entries(BALANCE_SETTINGS).map(([name, options]) => [
+        name,
+        [0, 1, 2, 3].map(
+          (seed) =>
+            rollout(sim, { weights, mean, std, seed, steps: TIMING.replaySteps, env: { ...options, command: { forward: 0.5, lateral: 0, yaw: 0 } } }).steps,
+        ),
+      ]),
+    );
     return {
       compileMs,
       physicsStepsPerSecond,

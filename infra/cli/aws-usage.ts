@@ -33,13 +33,13 @@ import {
   type BatchJobUsage,
   type CacheSaving,
   cacheSaving,
-  type ClaudeUsage,
   claudeUsageOf,
   EMPTY_USAGE,
   emptyStepUsage,
   type RunUsage,
   type StepUsage,
   stepOfState,
+  usageOfStep,
 } from '#shared/cost/usage.ts';
 
 export interface AwsUsageClients {
@@ -83,14 +83,12 @@ export async function awsRunUsage(
   memory = new Map<string, number | undefined>(),
 ): Promise<AwsRunUsage> {
   const notes: string[] = [];
-  let usage: RunUsage = EMPTY_USAGE;
   const steps: Record<string, StepUsage> = {};
   const cacheHits: CacheHit[] = [];
   const incompleteSteps = new Set<string>();
   let children = 0;
   const read = async (arn: string) => usageOfHistory(await historyOf(clients.sfn, arn), clients, lookup, memory, notes);
   const add = (r: Awaited<ReturnType<typeof read>>) => {
-    usage = addUsage(usage, r.usage);
     for (const [name, step] of Object.entries(r.steps)) steps[name] = addStepUsage(steps[name], step);
     cacheHits.push(...r.cacheHits);
     for (const step of r.incompleteSteps) incompleteSteps.add(step);
@@ -119,6 +117,8 @@ export async function awsRunUsage(
       pending.push(...r.mapRuns);
     }
   }
+  // The run's figures are its steps' (every state, invocation, job and token belongs to one).
+  const usage = Object.values(steps).reduce((sum, step) => addUsage(sum, usageOfStep(step)), EMPTY_USAGE);
   return { usage, steps, cacheHits, incompleteSteps: [...incompleteSteps], children, notes };
 }
 
@@ -207,7 +207,7 @@ async function usageOfHistory(
   lookup: JobDefinitionLookup,
   memory: Map<string, number | undefined>,
   notes: string[],
-): Promise<{ usage: RunUsage; steps: Record<string, StepUsage>; cacheHits: CacheHit[]; incompleteSteps: string[]; mapRuns: string[] }> {
+): Promise<{ steps: Record<string, StepUsage>; cacheHits: CacheHit[]; incompleteSteps: string[]; mapRuns: string[] }> {
   const byId = new Map(events.map((e) => [e.id!, e]));
   /**
    * The state an event belongs to: the `*StateEntered` event its chain starts from (a retried
@@ -237,10 +237,8 @@ async function usageOfHistory(
     }
     return undefined;
   };
-  let transitions = 0;
   const lambdaRuns: { fn: string; ms: number; state: string }[] = [];
-  let claude: ClaudeUsage[] = [];
-  const jobIds: string[] = [];
+  /** Each submitted Batch job's state, in the order submitted. */
   const jobStates = new Map<string, string>();
   const incompleteSteps = new Set<string>();
   const mapRuns: string[] = [];
@@ -249,7 +247,6 @@ async function usageOfHistory(
   const counted = new Set<number>();
   for (const e of events) {
     if (e.type?.endsWith('StateEntered')) {
-      transitions += 1;
       const name = e.stateEnteredEventDetails?.name ?? '';
       const step = stepOf(name);
       step.transitions += 1;
@@ -267,10 +264,7 @@ async function usageOfHistory(
     }
     if (e.type === 'TaskSubmitted' && e.taskSubmittedEventDetails?.resourceType === 'batch') {
       const jobId = (parse(e.taskSubmittedEventDetails.output) as { JobId?: string } | undefined)?.JobId;
-      if (jobId) {
-        jobIds.push(jobId);
-        jobStates.set(jobId, stateOf(e));
-      }
+      if (jobId) jobStates.set(jobId, stateOf(e));
     }
     // A Lambda's invocation ends with its task, except behind a task token: there the invoke ends
     // when the task is submitted (TaskSubmitted holds its response), and the wait that follows
@@ -301,13 +295,10 @@ async function usageOfHistory(
           : undefined;
     const used = claudeUsageOf(output);
     if (used.length) {
-      claude = addClaude(claude, used);
       const step = stepOf(state);
       step.claude = addClaude(step.claude ?? [], used);
     }
   }
-  let billedMs = 0;
-  let gbSeconds = 0;
   for (const run of lambdaRuns) {
     if (!memory.has(run.fn)) {
       const config = await clients.lambda.send(new GetFunctionConfigurationCommand({ FunctionName: run.fn })).catch((error: Error) => {
@@ -316,15 +307,12 @@ async function usageOfHistory(
       });
       memory.set(run.fn, config?.MemorySize);
     }
-    const runGbSeconds = (run.ms / 1000) * ((memory.get(run.fn) ?? 128) / 1024);
-    billedMs += run.ms;
-    gbSeconds += runGbSeconds;
     const step = stepOf(run.state);
     step.lambdaInvocations += 1;
     step.lambdaBilledMs += run.ms;
-    step.lambdaGbSeconds += runGbSeconds;
+    step.lambdaGbSeconds += (run.ms / 1000) * ((memory.get(run.fn) ?? 128) / 1024);
   }
-  const batch: BatchJobUsage[] = [];
+  const jobIds = [...jobStates.keys()];
   for (let i = 0; i < jobIds.length; i += DESCRIBE_JOBS_AT_ONCE) {
     const ids = jobIds.slice(i, i + DESCRIBE_JOBS_AT_ONCE);
     const described = (await clients.batch.send(new DescribeJobsCommand({ jobs: ids }))).jobs ?? [];
@@ -332,14 +320,9 @@ async function usageOfHistory(
       notes.push(`Batch job ${id}: not found (Batch keeps a job's description for 7 days after it ends); not priced`);
       incompleteSteps.add(stepOfState(jobStates.get(id) ?? ''));
     }
-    for (const job of described) {
-      const used = jobUsage(job, lookup, notes);
-      batch.push(used);
-      stepOf(jobStates.get(job.jobId ?? '') ?? '').batch.push(used);
-    }
+    for (const job of described) stepOf(jobStates.get(job.jobId ?? '') ?? '').batch.push(jobUsage(job, lookup, notes));
   }
   return {
-    usage: { transitions, lambda: { invocations: lambdaRuns.length, billedMs, gbSeconds }, batch, claude },
     steps,
     cacheHits,
     incompleteSteps: [...incompleteSteps],

@@ -79,16 +79,6 @@ const quatMul = (a: Vec, b: Vec): Vec => [
   a[0]! * b[3]! + a[1]! * b[2]! - a[2]! * b[1]! + a[3]! * b[0]!,
 ];
 
-/** Solves the 3 x 3 system m x = b (Cramer's rule). */
-function solve3(m: number[][], b: Vec): Vec {
-  const det = (a: number[][]) =>
-    a[0]![0]! * (a[1]![1]! * a[2]![2]! - a[1]![2]! * a[2]![1]!) -
-    a[0]![1]! * (a[1]![0]! * a[2]![2]! - a[1]![2]! * a[2]![0]!) +
-    a[0]![2]! * (a[1]![0]! * a[2]![1]! - a[1]![1]! * a[2]![0]!);
-  const d = det(m);
-  return [0, 1, 2].map((k) => det(m.map((row, i) => row.map((v, c) => (c === k ? b[i]! : v)))) / d);
-}
-
 /**
  * The discrete algebraic Riccati equation's solution for (A, B, Q, R) by the structure-preserving
  * doubling algorithm: each round doubles the horizon of the Riccati recursion, so 2^rounds steps.
@@ -201,10 +191,7 @@ export function balancePolicy(sim: G1Sim): BalanceResult {
       const r1 = baseResidual(x);
       for (let i = 0; i < 3; i++) J[i]![k] = (r1[i]! - r0[i]!) / 1e-8;
     }
-    const d = solve3(
-      J,
-      r0.map((v) => -v),
-    );
+    const d = solve(new Matrix(J), Matrix.columnVector(r0.map((v) => -v))).to1DArray();
     const scale = Math.min(1, 5e-4 / Math.abs(d[0]!), 5e-4 / Math.max(Math.abs(d[1]!), Math.abs(d[2]!)));
     p = p.map((v, k) => v + scale * d[k]!);
   }
