@@ -22,4 +22,6 @@ export const ENV = {
   approvalBaseUrl: 'APPROVAL_BASE_URL',
   stateMachineArn: 'STATE_MACHINE_ARN',
   pipeline: 'PIPELINE_NAME',
+  /** The run-cost function's: JSON {logical id: instance type} of its stack's GPU job definitions. */
+  jobInstanceTypes: 'JOB_INSTANCE_TYPES',
 } as const;

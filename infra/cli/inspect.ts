@@ -6,14 +6,16 @@ import { dynamoClient } from '#shared/clients/aws.ts';
 import { BatchClient } from '@aws-sdk/client-batch';
 import { CloudFormationClient } from '@aws-sdk/client-cloudformation';
 import { LambdaClient } from '@aws-sdk/client-lambda';
-import { type CacheSaving, cacheSaving, costOf, formatUsd, type RunCost, type RunUsage, usageOfStats } from '#shared/cost/usage.ts';
+import { type CacheSaving, costOf, formatUsd, type RunCost, type RunUsage, usageOfStats } from '#shared/cost/usage.ts';
 import { MissingDeploymentError } from '#shared/errors.ts';
 import { PIPELINES } from '../registry.ts';
-import { awsCacheSaving, awsRunUsage, type AwsUsageClients, type JobDefinitionLookup } from './aws-usage.ts';
+import { awsCacheSaving, awsRunUsage, type AwsUsageClients, jobDefinitionLookup } from '#shared/cost/history-usage.ts';
 import { pipelineNamed } from './config.ts';
 import { jobDefinitionsOf, planOptionsOf, planWithRange } from './plan.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { listExecutionRecords } from '../local/runtime.ts';
+import { localRunCost } from '../local/run-report.ts';
+import { runCostLine } from '#shared/cost/run-report.ts';
 import type { PipelineEntry } from '../registry.ts';
 import { table, type Io } from './output.ts';
 import { deployedStateMachine } from './run-aws.ts';
@@ -54,19 +56,14 @@ export function showLocalRun(dataDir: string, run: string, io: Io): void {
   printUsage(usage, io);
   io.out(planLine(record.pipeline, record.input));
   printCost(cost, io);
-  const byArn = new Map(records.map((r) => [r.executionArn, r.stats.steps]));
-  io.out(savingLine(cacheSaving(record.stats.cacheHits ?? [], (arn) => byArn.get(parentExecutionArn(arn)))));
+  const { saving, line } = localRunCost(record, records);
+  io.out(savingLine(saving));
+  io.out(line);
+  if (record.runCost?.reportUri) io.out(`report with this line: ${record.runCost.reportUri}`);
+  if (record.runCost?.error) io.out(`note: ${record.runCost.error}`);
 }
 
-/**
- * The execution a cache entry names, as the records know it: a local Distributed Map child's id
- * (`...:mapRun:<machine>:<run>/<state>:<map run>:<index>`) is its parent's execution, whose record
- * holds the children's counters.
- */
-export function parentExecutionArn(arn: string): string {
-  if (!arn.includes(':mapRun:')) return arn;
-  return arn.split('/')[0]!.replace(':mapRun:', ':execution:');
-}
+export { parentExecutionArn } from '../local/run-report.ts';
 
 export async function listAwsRuns(entry: PipelineEntry, io: Io, sfn = new SFNClient({})): Promise<void> {
   const stateMachineArn = await deployedStateMachine(entry);
@@ -206,7 +203,7 @@ function printCost(cost: RunCost, io: Io): void {
 
 /**
  * `runs show RUN --target aws`: a run on AWS (RUN: its execution ARN), read from its history, its
- * Distributed Map children's and the Batch job descriptions (aws-usage.ts). Its pipeline is the
+ * Distributed Map children's and the Batch job descriptions (shared/cost/history-usage.ts). Its pipeline is the
  * deployed stack whose state machine ran it.
  */
 export async function showAwsRun(run: string, io: Io, given?: AwsUsageClients & { readonly cfn: CloudFormationClient }): Promise<void> {
@@ -234,10 +231,9 @@ export async function showAwsRun(run: string, io: Io, given?: AwsUsageClients & 
   }
   if (!entry) throw new ConfigError('RUN', run, `its state machine (${described.stateMachineArn}) is not one of a deployed pipeline stack`);
   const definitions = [...jobDefinitionsOf(entry).values()];
-  const lookup: JobDefinitionLookup = (name) => {
-    const def = definitions.find((d) => name === d.name || name.startsWith(`${d.name}-`));
-    return def ? { name: def.name, ...(def.resources?.instanceType ? { instanceType: def.resources.instanceType } : {}) } : undefined;
-  };
+  const lookup = jobDefinitionLookup(
+    definitions.map((d) => ({ name: d.name, ...(d.resources?.instanceType ? { instanceType: d.resources.instanceType } : {}) })),
+  );
   const read = await awsRunUsage(run, clients, lookup);
   const seconds = described.stopDate && described.startDate ? ((described.stopDate.getTime() - described.startDate.getTime()) / 1000).toFixed(2) : 'running';
   io.out(`${described.name} (${entry.name}, on AWS): ${described.status}, ${seconds} s`);
@@ -249,6 +245,7 @@ export async function showAwsRun(run: string, io: Io, given?: AwsUsageClients & 
   const { saving, notes } = await awsCacheSaving(read.cacheHits, clients, lookup);
   for (const note of notes) io.out(`note: ${note}`);
   io.out(savingLine(saving));
+  io.out(runCostLine(costOf(read.usage), saving));
 }
 
 /** The cache's line of `runs show`: the hits and what they saved, priced from the runs that computed them. */

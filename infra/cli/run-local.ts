@@ -87,6 +87,9 @@ export async function followLocalRun(
     );
     if (record.status === 'SUCCEEDED') {
       io.out(JSON.stringify(record.output, null, 2).slice(0, 4000));
+      if (record.runCost) io.out(record.runCost.line);
+      if (record.runCost?.reportUri) io.out(`report with that line: ${record.runCost.reportUri}`);
+      if (record.runCost?.error) io.err(`note: ${record.runCost.error}`);
       if (entry.afterRun) io.out(entry.afterRun);
     } else {
       for (const line of failureLines({ ...record, state: lastState }, options.verbose ?? false)) io.err(line);

@@ -47,6 +47,11 @@ export interface ExecutionRecord {
     /** The cache hits of the run: the step and the execution that computed the entry. */
     cacheHits?: { step: string; executionArn: string }[];
   };
+  /**
+   * What the run cost and what the cache saved, in one line, and where its report with that line
+   * went (run-report.ts); written when a run succeeds.
+   */
+  runCost?: { line: string; reportUri?: string; costUri?: string; error?: string };
 }
 
 /** The records of one data directory. */
@@ -64,6 +69,11 @@ export class ExecutionRecordStore {
   read(executionArn: string): ExecutionRecord | undefined {
     const file = this.file(executionArn);
     return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as ExecutionRecord) : undefined;
+  }
+
+  /** Every record, newest first. */
+  list(): ExecutionRecord[] {
+    return listExecutionRecords(this.dataDir);
   }
 
   persist(record: ExecutionRecord): void {

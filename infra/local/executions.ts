@@ -11,6 +11,7 @@ import { TASK_TOKEN_MARKER } from './callbacks.ts';
 import type { ExecutionRecord, ExecutionRecordStore } from './execution-records.ts';
 import type { TaskError } from './lambda-host.ts';
 import { LOCAL_ACCOUNT } from './resolve.ts';
+import { writeLocalRunCost } from './run-report.ts';
 import { watchEvents, type RunScope } from './run-scope.ts';
 import type { LocalMachine } from './synthesis.ts';
 import { taskHandler, type TaskDeps } from './task-dispatch.ts';
@@ -115,6 +116,7 @@ export function launchExecution(deps: ExecutionDeps, machine: LocalMachine, inpu
       await watch;
       deps.callbacks.sweep(executionArn);
       record.stopDate = new Date().toISOString();
+      if (record.status === 'SUCCEEDED') await writeLocalRunCost(deps.clients.s3, record, deps.records.list());
       deps.records.persist(record);
       deps.emit('executionDone', record);
       return record;

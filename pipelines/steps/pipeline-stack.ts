@@ -28,6 +28,7 @@ import { contextFlag } from './context-flag.ts';
 import { PipelineStateMachine } from './pipeline.ts';
 import { publishArtifact } from './publish.ts';
 import type { StepResources, StepScope } from './resources.ts';
+import { RunCost } from './run-cost.ts';
 import { invoke, step } from './step.ts';
 
 export interface PipelineStackProps<R extends StepResources = StepResources> extends StackProps {
@@ -175,6 +176,7 @@ export abstract class PipelineStack<R extends StepResources = StepResources> ext
       timeout: options.timeout,
     });
     this.machine = workflow.stateMachine;
+    new RunCost(this, 'RunCost', { pipeline: this.pipeline, resources: this.resources, stateMachine: workflow.stateMachine });
     this.monitor = new PipelineMonitoring(this, 'Monitoring', {
       pipeline: this.pipeline,
       stateMachine: workflow.stateMachine,

@@ -6,6 +6,7 @@
  * decide. Then the trigger's exactly-once behaviour (once per upload), a backfill of a new
  * benchmark, and the faults: a missing file, a changed file, a pickle that would run code.
  */
+import { assertRunCost } from '../support/run-cost.ts';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -84,8 +85,9 @@ describe('evaluate every checkpoint (test size)', () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it('each uploaded checkpoint starts exactly one evaluation, which scores it on the whole suite', () => {
+  it('each uploaded checkpoint starts exactly one evaluation, which scores it on the whole suite', async () => {
     assert.equal(producer.status, 'SUCCEEDED', producer.cause);
+    await assertRunCost(producer);
     assert.equal(evals.length, checkpointSteps.length, evals.map((e) => `${e.name} ${e.status} ${e.cause ?? ''}`).join('\n'));
     for (const e of evals) assert.equal(e.status, 'SUCCEEDED', `${e.name}: ${e.error}: ${e.cause}`);
     // The plans of both cold runs: the producer's, and an upload's evaluation of the 2 registered benchmarks.

@@ -22,6 +22,7 @@ import { HUMANOID_SIZES, HumanoidConfig } from '#pipelines/humanoid/config.ts';
 import { CHECKPOINTS_ARTIFACT, HUMANOID_PIPELINE, POLICY_ARTIFACT } from '#pipelines/humanoid/stack.ts';
 import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
 import { assertPlanMatchesRun } from '../support/plan.ts';
+import { assertRunCost } from '../support/run-cost.ts';
 
 const config = HumanoidConfig.parse(HUMANOID_SIZES.test);
 
@@ -47,6 +48,7 @@ describe('humanoid locomotion (test size)', () => {
 
   it('trains, replays, reports and publishes g1-run-policy with lineage to its checkpoints', async () => {
     assert.equal(cold.status, 'SUCCEEDED', `${cold.error} ${cold.cause}`);
+    await assertRunCost(cold);
     // One training job and one replay job (one replay speed).
     assert.equal(cold.stats.batchJobs, 2);
     assertPlanMatchesRun(HUMANOID_PIPELINE, config, cold);

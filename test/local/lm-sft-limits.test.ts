@@ -14,6 +14,7 @@ import { LM_SFT_PIPELINE } from '#pipelines/lm-sft/stack.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { parseOrThrow } from '#shared/schema.ts';
 import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
+import { assertRunCost } from '../support/run-cost.ts';
 
 describe('checkpoint producer at its limits', () => {
   let runtime: LocalRuntime;
@@ -36,8 +37,9 @@ describe('checkpoint producer at its limits', () => {
   );
   after(() => stopTestRuntime(runtime));
 
-  it('writes the most checkpoints a run may, and its state stays small', () => {
+  it('writes the most checkpoints a run may, and its state stays small', async () => {
     assert.equal(record.status, 'SUCCEEDED', `${record.error}: ${record.cause}`);
+    await assertRunCost(record);
     const output = record.output as { run: string; train: { checkpoints: { step: number; uri: string }[] } };
     assert.equal(output.run, run);
     assert.equal(output.train.checkpoints.length, MAX_CHECKPOINTS);

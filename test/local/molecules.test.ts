@@ -24,6 +24,7 @@ import { DISCOVERY_ARTIFACT, MOLECULES_PIPELINE } from '#pipelines/molecules/sta
 import { startTestRuntime, stopTestRuntime, type ParsedEmail } from '../support/runtime.ts';
 import { decide, runAnswering } from '../support/approvals.ts';
 import { assertPlanMatchesRun } from '../support/plan.ts';
+import { assertRunCost } from '../support/run-cost.ts';
 
 interface RunOutput {
   campaignUri: string;
@@ -79,6 +80,7 @@ describe('molecular discovery on the embedded runtime (test size)', () => {
   it('runs the sample and every round, each approved from its email, and publishes the report', async () => {
     const { record, emails } = cold;
     assert.equal(record.status, 'SUCCEEDED', `${record.error}: ${record.cause}`);
+    await assertRunCost(record);
     assert.equal(emails.length, 1 + config.rounds, 'one email per oracle batch');
     // Every batch approved: the high end of the plan's range, exactly.
     assertPlanMatchesRun(MOLECULES_PIPELINE, config, record);

@@ -14,12 +14,13 @@ import { DeleteObjectCommand, GetObjectCommand, S3Client } from '@aws-sdk/client
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { LocalRuntime, type ExecutionRecord } from '#infra/local/runtime.ts';
 import { dynamoClient } from '#shared/clients/aws.ts';
-import { cacheSaving, costOf, usageOfStats, usageOfStep } from '#shared/cost/usage.ts';
+import { cacheSaving, costOf, formatUsd, usageOfStats, usageOfStep } from '#shared/cost/usage.ts';
 import { readOutcomes } from '#shared/fan-out.ts';
 import { cachePartition } from '#shared/table.ts';
 import { getArtifactVersion, listArtifactVersions } from '#shared/artifacts.ts';
 import { ProbeConfig } from '#pipelines/probe/config.ts';
 import { PROBE_PIPELINE } from '#pipelines/probe/stack.ts';
+import { assertRunCost } from '../support/run-cost.ts';
 
 const config = (overrides: Record<string, unknown> = {}) => ProbeConfig.parse({ items: [1, 2, 3], ...overrides });
 
@@ -41,6 +42,7 @@ describe('probe pipeline on the embedded runtime', () => {
   it('runs every step kind and publishes the summary artifact', async () => {
     const record = await run({ items: [1, 2, 3, 5] });
     assert.equal(record.status, 'SUCCEEDED', record.cause);
+    await assertRunCost(record);
     const output = record.output as {
       total: number;
       artifact: { name: string; version: number };
@@ -101,6 +103,12 @@ describe('probe pipeline on the embedded runtime', () => {
     assert.equal(saving.priced, 5);
     assert.ok(Math.abs(saving.highUsd - coldSteps) < 1e-12, `${saving.highUsd} vs ${coldSteps}`);
     assert.ok(saving.highUsd > warm.highUsd, 'the rerun saved more than it cost');
+    // The rerun's line says both: its own cost, and the saving of its 5 hits, priced from the cold run.
+    await assertRunCost(second);
+    assert.ok(
+      second.runCost!.line.includes(`; its 5 cache hits saved ${formatUsd(coldSteps)}, those steps' cost in the runs that computed them.`),
+      second.runCost!.line,
+    );
   });
 
   it('keys each fan-out item by its own input: one cache entry per item', async () => {

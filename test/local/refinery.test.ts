@@ -25,6 +25,7 @@ import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
 import { assertPlanMatchesRun } from '../support/plan.ts';
 import { refineryMaxShards } from '#pipelines/refinery/plan.ts';
 import { planRun } from '#infra/cli/plan.ts';
+import { assertRunCost } from '../support/run-cost.ts';
 
 /** Word problems long enough for 13-gram decontamination (prompt + answer of 13 words or more). */
 const BENCHMARK_ROWS = Array.from({ length: 12 }, (_, i) => ({
@@ -117,6 +118,7 @@ describe('corpus refinery end to end (test size)', () => {
 
   it('refines the corpus: every document accounted for, the injected material measured', async () => {
     assert.equal(cold.status, 'SUCCEEDED', `${cold.error}: ${cold.cause}`);
+    await assertRunCost(cold);
     const { out, figures } = await figuresOf(cold);
     assert.equal(out.artifact.name, REFINED_CORPUS_ARTIFACT);
     // Only URIs, hashes and counts crossed the state: the largest stays far under 256 KiB.
@@ -187,6 +189,7 @@ describe('corpus refinery end to end (test size)', () => {
 
   it('a new threshold reruns only curate and the report: no Batch job, no Claude call', async () => {
     assert.equal(rerun.status, 'SUCCEEDED', `${rerun.error}: ${rerun.cause}`);
+    await assertRunCost(rerun);
     assert.equal(rerun.stats.batchJobs, 0);
     const invoked = [...new Set(rerunStates.filter((s) => s.endsWith(': Invoke')).map((s) => s.replace(/: Invoke$/, '')))].sort();
     const allowed = new Set(['config', 'prepare', 'curate', 'report', 'publish']);

@@ -24,6 +24,7 @@ import { parseS3Uri } from '#shared/s3uri.ts';
 import { readSearch, writeRewardSource } from '#shared/rewards/steps.ts';
 import { startFakeClaude, type FakeClaude } from '../support/fake-claude.ts';
 import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
+import { assertRunCost } from '../support/run-cost.ts';
 
 const probe = await sandboxAvailable();
 const skip = probe.available ? false : `no sandbox here: ${probe.reason}`;
@@ -182,6 +183,7 @@ describe('reward search on the embedded runtime (test size)', { skip }, () => {
 
   it('runs every generation, contains the hostile candidates, and publishes the winner with the final', async () => {
     assert.equal(record.status, 'SUCCEEDED', `${record.error}: ${record.cause}`);
+    await assertRunCost(record);
     const out = record.output as { winner: string; searchUri: string; reportUri: string; artifact: { name: string } };
     const doc = await readSearch(out.searchUri);
     assert.deepEqual(

@@ -22,6 +22,7 @@ import { writeFile } from '#shared/documents.ts';
 import { startFakeExplainer, type FakeExplainer } from '../support/fake-explainer.ts';
 import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
 import { assertPlanMatchesRun } from '../support/plan.ts';
+import { assertRunCost } from '../support/run-cost.ts';
 
 const LICENCES = '/usr/share/common-licenses';
 const CORPUS = 'licence-corpus';
@@ -84,6 +85,7 @@ describe('sparse autoencoders end to end (test size)', () => {
 
   it('trains the model, harvests once, trains the grid and labels the chosen SAE with the top-tokens explainer', async () => {
     assert.equal(cold.status, 'SUCCEEDED', `${cold.error}: ${cold.cause}`);
+    await assertRunCost(cold);
     const out = cold.output as RunOutput;
     assert.equal(out.explainer, 'top-tokens', 'no key: auto resolves to the non-LLM explainer');
     // The model, the harvest, 4 SAEs and the contexts.

@@ -22,6 +22,7 @@ import { CHAMPION_ARTIFACT } from '#shared/selfplay/arena.ts';
 import { pipelineNamed } from '#infra/cli/config.ts';
 import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
 import { assertPlanMatchesRun } from '../support/plan.ts';
+import { assertRunCost } from '../support/run-cost.ts';
 
 async function readText(uri: string): Promise<string> {
   const out = await s3Client().send(new GetObjectCommand(parseS3Uri(uri)));
@@ -53,6 +54,7 @@ describe('self-play league on the embedded runtime (test size)', () => {
 
   it('trains every generation, plays every pair, fits Elo and publishes the champion', async () => {
     assert.equal(cold.status, 'SUCCEEDED', cold.cause);
+    await assertRunCost(cold);
     assertPlanMatchesRun(SELFPLAY_PIPELINE, config, cold);
     const out = cold.output as LeagueOutput;
     assert.equal(out.generations, config.generations);
@@ -105,6 +107,7 @@ describe('self-play league on the embedded runtime (test size)', () => {
     const invocationsBefore = runtime.counters().lambdaInvocations;
     const warm = await runtime.startExecution(SELFPLAY_PIPELINE, { config }).done;
     assert.equal(warm.status, 'SUCCEEDED', warm.cause);
+    await assertRunCost(warm);
     assert.equal(runtime.counters().batchJobs - jobsBefore, 0);
     // Exact: the same match results from the cache, fitted by the same code on the same machine.
     assert.deepEqual((warm.output as LeagueOutput).ratings, (cold.output as LeagueOutput).ratings);

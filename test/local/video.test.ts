@@ -27,6 +27,7 @@ import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
 import { assertPlanMatchesRun } from '../support/plan.ts';
 import { parentExecutionArn } from '#infra/cli/inspect.ts';
 import { cacheSaving, costOf, usageOfStep } from '#shared/cost/usage.ts';
+import { assertRunCost } from '../support/run-cost.ts';
 
 interface RunOutput {
   metrics: Record<string, number>;
@@ -62,6 +63,7 @@ describe('video curation end to end (test size)', () => {
 
   it('generates, cuts, scores and curates, with the cuts and every drop rule measured against the truth', async () => {
     assert.equal(cold.status, 'SUCCEEDED', `${cold.error}: ${cold.cause}`);
+    await assertRunCost(cold);
     // generate, then a cut and a score job per video (the generated videos need no fetch).
     assert.equal(cold.stats.batchJobs, 1 + 2 * 3);
     assertPlanMatchesRun(VIDEO_PIPELINE, config, cold, { claudeKey: false });

@@ -12,7 +12,7 @@ import { GetFunctionConfigurationCommand, LambdaClient } from '@aws-sdk/client-l
 import { DescribeExecutionCommand, GetExecutionHistoryCommand, type HistoryEvent, ListExecutionsCommand, SFNClient } from '@aws-sdk/client-sfn';
 import { mockClient } from 'aws-sdk-client-mock';
 import { pipelineNamed } from '#infra/cli/config.ts';
-import { awsCacheSaving, awsRunUsage } from '#infra/cli/aws-usage.ts';
+import { awsCacheSaving, awsRunUsage } from '#shared/cost/history-usage.ts';
 import { showAwsRun } from '#infra/cli/inspect.ts';
 import { jobDefinitionsOf } from '#infra/cli/plan.ts';
 import { DEFAULT_CLAUDE_MODEL } from '#shared/clients/anthropic.ts';

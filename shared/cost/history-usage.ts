@@ -1,7 +1,8 @@
 /**
  * What a run on AWS used, read back from AWS: the execution's history (and its Distributed Map
  * children's) and the Batch job descriptions, in the shape the local counters have
- * (shared/cost/usage.ts), so `runs show --target aws` prices both the same way.
+ * (usage.ts), so `runs show --target aws` and the run's cost line (run-report.ts) price both the
+ * same way.
  *
  * - State transitions: every `*StateEntered` event.
  * - Lambda: each invocation, through the optimized integration (`TaskScheduled` with resource type
@@ -40,7 +41,7 @@ import {
   type StepUsage,
   stepOfState,
   usageOfStep,
-} from '#shared/cost/usage.ts';
+} from './usage.ts';
 
 export interface AwsUsageClients {
   readonly sfn: SFNClient;
@@ -69,6 +70,17 @@ export interface AwsRunUsage {
 
 /** What the synthesized app says of a job definition by its logical id (the instance type an EC2 job is sized for). */
 export type JobDefinitionLookup = (definitionName: string) => { readonly name: string; readonly instanceType?: string } | undefined;
+
+/**
+ * The lookup over an app's job definitions, each by its logical id: CloudFormation names a
+ * definition `<logical id>-<suffix>`.
+ */
+export function jobDefinitionLookup(definitions: readonly { readonly name: string; readonly instanceType?: string }[]): JobDefinitionLookup {
+  return (name) => {
+    const def = definitions.find((d) => name === d.name || name.startsWith(`${d.name}-`));
+    return def ? { name: def.name, ...(def.instanceType ? { instanceType: def.instanceType } : {}) } : undefined;
+  };
+}
 
 const DESCRIBE_JOBS_AT_ONCE = 100;
 /** Child executions read at once (GetExecutionHistory is rate-limited per account). */

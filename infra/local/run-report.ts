@@ -1,0 +1,49 @@
+/**
+ * A local run's cost line and its report's copy with it (shared/cost/run-report.ts), written
+ * when the run succeeds, from the runtime's counters: the run's own, and for each cache hit the
+ * counters of the run that computed the entry. On AWS a function the execution's end triggers
+ * does the same from the execution's history.
+ */
+import type { S3Client } from '@aws-sdk/client-s3';
+import { runCostLine, writeRunReport } from '#shared/cost/run-report.ts';
+import { cacheSaving, costOf, usageOfStats } from '#shared/cost/usage.ts';
+import type { ExecutionRecord } from './execution-records.ts';
+
+/**
+ * The execution a cache entry names, as the records know it: a local Distributed Map child's id
+ * (`...:mapRun:<machine>:<run>/<state>:<map run>:<index>`) is its parent's execution, whose record
+ * holds the children's counters.
+ */
+export function parentExecutionArn(arn: string): string {
+  if (!arn.includes(':mapRun:')) return arn;
+  return arn.split('/')[0]!.replace(':mapRun:', ':execution:');
+}
+
+/** The run's cost and its cache's saving, from its record and the records of the runs its hits name. */
+export function localRunCost(record: ExecutionRecord, records: readonly ExecutionRecord[]) {
+  const usage = usageOfStats(record.stats);
+  const cost = costOf(usage);
+  const byArn = new Map(records.map((r) => [r.executionArn, r.stats.steps]));
+  const saving = cacheSaving(record.stats.cacheHits ?? [], (arn) => byArn.get(parentExecutionArn(arn)));
+  return { usage, cost, saving, line: runCostLine(cost, saving) };
+}
+
+/**
+ * Sets `record.runCost`: the line, and when the run's output names a report (`reportUri`), the
+ * report's copy with the line and the figures beside it. A report that cannot be copied is said
+ * in the record (`error`); the run stays as it ended.
+ */
+export async function writeLocalRunCost(s3: S3Client, record: ExecutionRecord, records: readonly ExecutionRecord[]): Promise<void> {
+  const { usage, cost, saving, line } = localRunCost(record, records);
+  const reportUri = (record.output as { reportUri?: unknown } | undefined)?.reportUri;
+  if (typeof reportUri !== 'string') {
+    record.runCost = { line };
+    return;
+  }
+  try {
+    const written = await writeRunReport(s3, { pipeline: record.pipeline, executionArn: record.executionArn, reportUri, usage, cost, saving });
+    record.runCost = { line, reportUri: written.reportUri, costUri: written.costUri };
+  } catch (error) {
+    record.runCost = { line, error: `the report ${reportUri} could not be copied with its cost line: ${(error as Error).name}: ${(error as Error).message}` };
+  }
+}

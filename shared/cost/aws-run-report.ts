@@ -1,0 +1,87 @@
+/**
+ * On AWS, the run's cost line (run-report.ts), written when its execution succeeds: EventBridge's
+ * "Step Functions Execution Status Change" event starts the pipeline's run-cost function, which
+ * reads the execution's history, its Distributed Map children's and its Batch jobs
+ * (history-usage.ts), prices the hits from the histories of the runs that computed them, and
+ * copies the report with the line. It runs after the execution has ended, so every state of the
+ * run is in the figures. The embedded runtime does the same from its counters (infra/local/run-report.ts).
+ */
+import { DescribeExecutionCommand } from '@aws-sdk/client-sfn';
+import type { S3Client } from '@aws-sdk/client-s3';
+import { z } from 'zod';
+import { parseOrThrow } from '../schema.ts';
+import { ConfigError } from '../errors.ts';
+import { awsCacheSaving, awsRunUsage, type AwsUsageClients, jobDefinitionLookup } from './history-usage.ts';
+import { runCostLine, type RunReportWritten, writeRunReport } from './run-report.ts';
+import { costOf } from './usage.ts';
+
+/** The event, as EventBridge delivers a Standard execution's end (only what is read of it). */
+export const ExecutionStatusChange = z.object({
+  'detail-type': z.literal('Step Functions Execution Status Change'),
+  detail: z.object({
+    executionArn: z.string().startsWith('arn:aws:states:'),
+    stateMachineArn: z.string(),
+    status: z.string(),
+    /** The run's output; null when over the event's size limit (then read with DescribeExecution). */
+    output: z.string().nullish(),
+  }),
+});
+
+/** The instance types the stack's GPU job definitions are sized for, from the function's JOB_INSTANCE_TYPES. */
+export function instanceTypesOf(json: string | undefined): { name: string; instanceType: string }[] {
+  if (!json) return [];
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(json);
+  } catch {
+    throw new ConfigError('JOB_INSTANCE_TYPES', json, 'is not JSON; the stack sets it to {logical id: instance type}');
+  }
+  const map = parseOrThrow(z.record(z.string(), z.string()), parsed);
+  return Object.entries(map).map(([name, instanceType]) => ({ name, instanceType }));
+}
+
+export interface AwsRunCostResult {
+  readonly executionArn: string;
+  readonly line: string;
+  /** Where the report's copy and its figures went; absent for a run whose output names no report. */
+  readonly written?: RunReportWritten;
+  readonly notes: readonly string[];
+}
+
+/** The run's cost line, and its report's copy with it when its output names a report (`reportUri`). */
+export async function awsRunCost(
+  event: unknown,
+  deps: {
+    readonly clients: AwsUsageClients;
+    readonly s3: S3Client;
+    readonly pipeline: string;
+    readonly instanceTypes: readonly { name: string; instanceType: string }[];
+  },
+): Promise<AwsRunCostResult | undefined> {
+  const { detail } = parseOrThrow(ExecutionStatusChange, event);
+  if (detail.status !== 'SUCCEEDED') return undefined;
+  const lookup = jobDefinitionLookup(deps.instanceTypes);
+  const outputText = detail.output ?? (await deps.clients.sfn.send(new DescribeExecutionCommand({ executionArn: detail.executionArn }))).output;
+  let output: unknown;
+  try {
+    output = outputText ? JSON.parse(outputText) : undefined;
+  } catch {
+    output = undefined;
+  }
+  const read = await awsRunUsage(detail.executionArn, deps.clients, lookup);
+  const { saving, notes } = await awsCacheSaving(read.cacheHits, deps.clients, lookup);
+  const cost = costOf(read.usage);
+  const allNotes = [...read.notes, ...notes];
+  const reportUri = (output as { reportUri?: unknown } | undefined)?.reportUri;
+  if (typeof reportUri !== 'string') return { executionArn: detail.executionArn, line: runCostLine(cost, saving), notes: allNotes };
+  const written = await writeRunReport(deps.s3, {
+    pipeline: deps.pipeline,
+    executionArn: detail.executionArn,
+    reportUri,
+    usage: read.usage,
+    cost,
+    saving,
+    notes: allNotes,
+  });
+  return { executionArn: detail.executionArn, line: written.line, written, notes: allNotes };
+}
