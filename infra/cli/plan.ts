@@ -42,6 +42,7 @@ import { PAYLOAD_LIMIT_BYTES } from '../local/run-scope.ts';
 import { loadFunctions, loadJobDefinitions, synthesize } from '../local/synthesis.ts';
 import type { PipelineEntry } from '../registry.ts';
 import { table, type Io } from './output.ts';
+import type { MeasuredFigures } from './plan-measured.ts';
 
 /** The job definitions of a pipeline's synthesized app, by their ARN there. */
 export function jobDefinitionsOf(entry: PipelineEntry) {
@@ -274,7 +275,7 @@ export function planWithRange(entry: PipelineEntry, config: unknown, options: Pl
   return { plan: planRun(entry, config, { ...options, ...range.high }), low: { what: range.what, plan: planRun(entry, config, { ...options, ...range.low }) } };
 }
 
-export function printPlan(plan: RunPlan, io: Io, low?: PlanLowEnd): void {
+export function printPlan(plan: RunPlan, io: Io, low?: PlanLowEnd, measured?: MeasuredFigures): void {
   const c = plan.counts;
   io.out(`plan of a cold run of ${plan.pipeline} (nothing run; every cached step a miss, every item a success)`);
   if (low) {
@@ -289,8 +290,17 @@ export function printPlan(plan: RunPlan, io: Io, low?: PlanLowEnd): void {
   io.out(`Lambda invocations: ${c.lambdaInvocations}`);
   io.out(`Batch jobs: ${c.batchJobs}`);
   for (const line of table(
-    plan.jobs.map((j) => ({ job: j.definition, count: j.count, on: j.platform, 'worst case': `${j.attempts} x ${j.timeoutSeconds} s` })),
-    ['job', 'count', 'on', 'worst case'],
+    plan.jobs.map((j) => {
+      const seconds = measured?.jobSeconds[j.definition];
+      return {
+        job: j.definition,
+        count: j.count,
+        on: j.platform,
+        expected: seconds === undefined ? 'not measured' : `${seconds.toFixed(1)} s`,
+        'worst case': `${j.attempts} x ${j.timeoutSeconds} s`,
+      };
+    }),
+    ['job', 'count', 'on', 'expected', 'worst case'],
   ))
     io.out(`  ${line}`);
   io.out(
@@ -304,6 +314,13 @@ export function printPlan(plan: RunPlan, io: Io, low?: PlanLowEnd): void {
   if (maps.length) io.out(`Map widths: ${maps.map(([m, w]) => `${m} ${w}`).join(', ')}`);
   const calls = Object.entries(c.serviceCalls);
   if (calls.length) io.out(`service calls: ${calls.map(([k, n]) => `${k} ${n}`).join(', ')}`);
+  io.out(
+    `expected: ${
+      measured
+        ? `each job's seconds and the cost of ${measured.runs.length} earlier cold run${measured.runs.length === 1 ? '' : 's'} of this config in this data directory (median; measured on this machine, whose CPUs are not AWS's instances): ${formatUsd(measured.cost.lowUsd, measured.cost.highUsd)}`
+        : 'not measured (no earlier cold run of this config in this data directory: run it once, and its seconds and cost are the expected figures of the next plan)'
+    }`,
+  );
   io.out(
     `cost on AWS: ${formatUsd(plan.cost.low.lowUsd, plan.cost.high.highUsd)} (low: each Lambda 1 ms and each job its billed minute, at spot; high: each Lambda once at its timeout, each job every Batch attempt at its timeout, on demand, every Claude request, retries included, at its max_tokens; Lambda retries on service errors left out; ${plan.cost.low.region} prices of ${plan.cost.low.pricesAsOf})`,
   );
