@@ -235,16 +235,21 @@ export function planRun(entry: PipelineEntry, config: unknown, options: PlanOpti
         seconds: low ? 0 : attempts * timeoutSeconds,
       })),
     ),
-    // Claude's output at its most in the high end, every retry included; input tokens are the data's, counted after the run.
+    // Claude at its most in the high end, every retry included: each request's output at its
+    // max_tokens, its input at the most bytes the config lets its builder send (a token is at least
+    // a byte), the cached prefix as a cache write.
     claude: low
       ? []
-      : claude.map((c) => ({
-          model: c.model,
-          inputTokens: 0,
-          outputTokens: c.calls.high * c.attempts * c.maxOutputTokens,
-          cacheReadTokens: 0,
-          cacheWriteTokens: 0,
-        })),
+      : claude.map((c) => {
+          const requests = c.calls.high * c.attempts;
+          return {
+            model: c.model,
+            inputTokens: requests * (c.maxInput.bytes + c.maxInput.imageTokens),
+            outputTokens: requests * c.maxOutputTokens,
+            cacheReadTokens: 0,
+            cacheWriteTokens: requests * c.maxInput.cachedBytes,
+          };
+        }),
   });
   return {
     pipeline: entry.name,
@@ -308,7 +313,7 @@ export function printPlan(plan: RunPlan, io: Io, low?: PlanLowEnd, measured?: Me
   );
   for (const call of plan.claude)
     io.out(
-      `Claude, ${call.step}: ${call.calls.low === call.calls.high ? call.calls.high : `${call.calls.low}-${call.calls.high}`} calls to ${call.model} (${call.why}), each at most ${call.maxOutputTokens.toLocaleString('en-US')} output tokens in each of up to ${call.attempts} requests (retries); input tokens are the data's, counted by runs show after the run`,
+      `Claude, ${call.step}: ${call.calls.low === call.calls.high ? call.calls.high : `${call.calls.low}-${call.calls.high}`} calls to ${call.model} (${call.why}), in each of up to ${call.attempts} requests (retries) at most ${call.maxOutputTokens.toLocaleString('en-US')} output tokens and ${(call.maxInput.cachedBytes + call.maxInput.bytes + call.maxInput.imageTokens).toLocaleString('en-US')} input tokens (${call.maxInput.cachedBytes.toLocaleString('en-US')} of them the cached instructions; text at a token a byte, the most the config's data can take${call.maxInput.imageTokens ? `, images at ${call.maxInput.imageTokens.toLocaleString('en-US')}` : ''}; the API's own framing not counted)`,
     );
   const maps = Object.entries(c.mapWidths).filter(([, w]) => w > 0);
   if (maps.length) io.out(`Map widths: ${maps.map(([m, w]) => `${m} ${w}`).join(', ')}`);
@@ -322,7 +327,7 @@ export function printPlan(plan: RunPlan, io: Io, low?: PlanLowEnd, measured?: Me
     }`,
   );
   io.out(
-    `cost on AWS: ${formatUsd(plan.cost.low.lowUsd, plan.cost.high.highUsd)} (low: each Lambda 1 ms and each job its billed minute, at spot; high: each Lambda once at its timeout, each job every Batch attempt at its timeout, on demand, every Claude request, retries included, at its max_tokens; Lambda retries on service errors left out; ${plan.cost.low.region} prices of ${plan.cost.low.pricesAsOf})`,
+    `cost on AWS: ${formatUsd(plan.cost.low.lowUsd, plan.cost.high.highUsd)} (low: each Lambda 1 ms and each job its billed minute, at spot; high: each Lambda once at its timeout, each job every Batch attempt at its timeout, on demand, every Claude request, retries included, at its max_tokens and its most input; Lambda retries on service errors left out; ${plan.cost.low.region} prices of ${plan.cost.low.pricesAsOf})`,
   );
 }
 

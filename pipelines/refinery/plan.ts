@@ -4,7 +4,8 @@
  * count, plus the injected test material, or the whole corpus), so the shards are an option;
  * without it the plan is a range, from one shard to refineryMaxShards.
  */
-import { coldModel, type PlanModel } from '#pipelines/steps/plan.ts';
+import { coldModel, type PlanModel, requestInput } from '#pipelines/steps/plan.ts';
+import { labelRequestParams } from '#shared/refinery/labels.ts';
 import { DEFAULT_MAX_ATTEMPTS } from '#shared/claude-requests.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { MAX_SHARDS, type RefineryConfig } from './config.ts';
@@ -44,6 +45,8 @@ export function refineryPlanModel(config: RefineryConfig, options: RefineryPlanO
               calls: { low: 0, high: labels.sample },
               maxOutputTokens: 1024,
               attempts: DEFAULT_MAX_ATTEMPTS,
+              // The rubric, and an extract of maxChars code points of 4 bytes each (the most UTF-8 takes).
+              maxInput: requestInput(labelRequestParams('\u{10000}'.repeat(labels.maxChars), { model: labels.model, maxChars: labels.maxChars })),
               why: 'one per sampled document that survives',
             },
           ]

@@ -5,8 +5,9 @@
  * its candidates are usable: the cold plan has all of them, `candidatesUsed` fewer (the low end
  * of the range has one a generation).
  */
-import { coldModel, type PlanModel, S3_RECORD_BYTES_NO_ITEM } from '#pipelines/steps/plan.ts';
-import { PROPOSE_MAX_TOKENS, PROPOSE_RETRIES } from '#shared/rewards/propose.ts';
+import { coldModel, type PlanModel, requestInput, S3_RECORD_BYTES_NO_ITEM, WIDEST_UNIT } from '#pipelines/steps/plan.ts';
+import { MOUNTAINCAR_TASK } from '#shared/rewards/loop.ts';
+import { buildProposeParams, MAX_FEEDBACK_CHARS, MAX_SOURCE_CHARS, PROPOSE_MAX_TOKENS, PROPOSE_RETRIES } from '#shared/rewards/propose.ts';
 import type { RewardsConfig } from './config.ts';
 
 export interface RewardsPlanOptions {
@@ -41,6 +42,7 @@ export function rewardsPlanModel(config: RewardsConfig, options: RewardsPlanOpti
               calls: { low: generations, high: generations },
               maxOutputTokens: PROPOSE_MAX_TOKENS,
               attempts: PROPOSE_RETRIES + 1,
+              maxInput: requestInput(buildProposeParams(worstProposal(config))),
               why: 'one per generation',
             },
           ],
@@ -66,4 +68,30 @@ export function rewardsPlanModel(config: RewardsConfig, options: RewardsPlanOpti
       }
     },
   });
+}
+
+/**
+ * The largest proposal request a config allows: the last generation's history at its most, the
+ * previous generation's candidates and the best older one (shared/rewards/loop.ts feedbackFrom),
+ * each with the longest source, every seed failed with the longest failure the prompt shows, a
+ * verdict and a curve at their most, every character 3 bytes in UTF-8.
+ */
+function worstProposal(config: RewardsConfig) {
+  const wide = (units: number) => WIDEST_UNIT.repeat(units);
+  const seeds = config.trainSeeds.map((seed) => ({ seed, success: null, error: wide(MAX_FEEDBACK_CHARS) }));
+  return {
+    task: MOUNTAINCAR_TASK,
+    generation: config.generations,
+    candidates: config.candidates,
+    model: config.model,
+    history: Array.from({ length: config.candidates + 1 }, (_, i) => ({
+      generation: config.generations - 1,
+      name: `${'c'.repeat(36)}${String(i).padStart(4, '0')}`,
+      source: wide(MAX_SOURCE_CHARS),
+      perSeedSuccess: seeds,
+      meanSuccess: null,
+      curve: wide(MAX_FEEDBACK_CHARS),
+      verdict: wide(MAX_FEEDBACK_CHARS),
+    })),
+  };
 }

@@ -56,8 +56,57 @@ export interface PlanClaude {
   readonly maxOutputTokens: number;
   /** Requests one call sends at most, retries included (the high cost bound pays each at maxOutputTokens). */
   readonly attempts: number;
+  /** The most input one request sends (requestInput over the request its builder makes of the worst data the config allows). */
+  readonly maxInput: PlanClaudeInput;
   readonly why: string;
 }
+
+/**
+ * The most input tokens of one request. Text is counted in UTF-8 bytes, which bound its tokens
+ * from above (a token is at least one byte of text): the cached prefix (the system block marked
+ * for the prompt cache, priced as a cache write in the high bound, the dearest way to send it)
+ * and the rest (the messages and the output format's schema). Not counted: the API's own framing
+ * of a request (the roles, and the instructions it adds for a structured output), whose size
+ * Anthropic does not publish.
+ */
+export interface PlanClaudeInput {
+  readonly cachedBytes: number;
+  readonly bytes: number;
+  /** The images' most tokens (video contact sheets). */
+  readonly imageTokens: number;
+}
+
+const utf8 = (text: string) => Buffer.byteLength(text, 'utf8');
+
+/**
+ * The input of a Messages API request as its builder makes it (`system` blocks, `messages` of
+ * text and image blocks, `output_config.format`), each image at `tokensPerImage`.
+ */
+export function requestInput(params: unknown, tokensPerImage = 0): PlanClaudeInput {
+  const p = params as {
+    system?: string | readonly { text?: string; cache_control?: unknown }[];
+    messages?: readonly { content: string | readonly { type: string; text?: string }[] }[];
+    output_config?: { format?: unknown };
+  };
+  let cachedBytes = 0;
+  let bytes = 0;
+  let images = 0;
+  if (typeof p.system === 'string') bytes += utf8(p.system);
+  else for (const block of p.system ?? []) block.cache_control ? (cachedBytes += utf8(block.text ?? '')) : (bytes += utf8(block.text ?? ''));
+  for (const message of p.messages ?? []) {
+    if (typeof message.content === 'string') bytes += utf8(message.content);
+    else
+      for (const block of message.content) {
+        if (block.type === 'image') images += 1;
+        else bytes += utf8(block.text ?? '');
+      }
+  }
+  if (p.output_config?.format !== undefined) bytes += utf8(JSON.stringify(p.output_config.format));
+  return { cachedBytes, bytes, imageTokens: images * tokensPerImage };
+}
+
+/** A UTF-16 unit that takes 3 bytes in UTF-8 (the most any unit takes: a 4-byte character is 2 units). */
+export const WIDEST_UNIT = '\u0800';
 
 /** A part of the state whose size the config decides, in bytes at most. */
 export interface PayloadPart {

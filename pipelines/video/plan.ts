@@ -9,8 +9,8 @@
 import { DEFAULT_MAX_ATTEMPTS } from '#shared/claude-requests.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { BLENDER_FILMS } from '#shared/video/blender.ts';
-import { CAPTION_MAX_TOKENS } from '#shared/video/caption.ts';
-import { coldModel, type PlanModel } from '#pipelines/steps/plan.ts';
+import { CAPTION_MAX_TOKENS, CONTACT_SHEET_MAX_TOKENS, captionRequestParams } from '#shared/video/caption.ts';
+import { coldModel, type PlanModel, requestInput } from '#pipelines/steps/plan.ts';
 import type { VideoConfig } from './config.ts';
 
 /**
@@ -60,6 +60,11 @@ export function videoPlanModel(config: VideoConfig, options: VideoPlanOptions = 
               calls: { low: 0, high: maxClips(config, count) },
               maxOutputTokens: CAPTION_MAX_TOKENS,
               attempts: DEFAULT_MAX_ATTEMPTS,
+              // The instructions, the fixed question and one contact sheet.
+              maxInput: requestInput(
+                captionRequestParams({ id: 'clip', contactSheet: { mediaType: 'image/jpeg', base64: '' } }, config.captions.claudeModel),
+                CONTACT_SHEET_MAX_TOKENS,
+              ),
               why: `one per kept clip; at most ${config.sources.kind === 'generated' ? GENERATED_MAX_SECONDS : config.fetch.maxSeconds} s a source over cut.minClipSeconds (${config.cut.minClipSeconds} s) a clip`,
             },
           ]

@@ -95,14 +95,33 @@ function fixedPrompt(task: RewardTask): string {
   ].join('\n');
 }
 
+/**
+ * The most characters of a seed's failure, a sandbox verdict or a training curve the history
+ * shows: a failure carries the job's stderr tail (1,500 characters) after its error (at most 256),
+ * and a cause that reached the fan-out whole may be 32,768. Cut, each prompt has a known most
+ * size, which the plan's cost bound counts (pipelines/rewards/plan.ts).
+ */
+export const MAX_FEEDBACK_CHARS = 2000;
+
+/** `text` cut to MAX_FEEDBACK_CHARS UTF-16 units, saying so (a surrogate pair is never split). */
+export function feedbackText(text: string): string {
+  if (text.length <= MAX_FEEDBACK_CHARS) return text;
+  const mark = ' [cut]';
+  let end = MAX_FEEDBACK_CHARS - mark.length;
+  if (/[\uD800-\uDBFF]/.test(text[end - 1] ?? '')) end -= 1;
+  return `${text.slice(0, end)}${mark}`;
+}
+
 function historyPrompt(request: ProposeRequest): string {
   if (!request.history.length) return `Generation ${request.generation}: no earlier candidates. Propose ${request.candidates} reward functions.`;
   const lines = request.history.map((c) => {
-    const seeds = c.perSeedSuccess.map((s) => `seed ${s.seed}: ${s.success === null ? `failed (${s.error ?? 'error'})` : s.success.toFixed(2)}`).join(', ');
+    const seeds = c.perSeedSuccess
+      .map((s) => `seed ${s.seed}: ${s.success === null ? `failed (${feedbackText(s.error ?? 'error')})` : s.success.toFixed(2)}`)
+      .join(', ');
     return [
-      `### generation ${c.generation}, ${c.name}: mean success ${c.meanSuccess === null ? 'none' : c.meanSuccess.toFixed(2)}${c.verdict ? `; sandbox verdict: ${c.verdict}` : ''}`,
+      `### generation ${c.generation}, ${c.name}: mean success ${c.meanSuccess === null ? 'none' : c.meanSuccess.toFixed(2)}${c.verdict ? `; sandbox verdict: ${feedbackText(c.verdict)}` : ''}`,
       `per seed: ${seeds}`,
-      ...(c.curve ? [`training curve (the job's own log, not graded): ${c.curve}`] : []),
+      ...(c.curve ? [`training curve (the job's own log, not graded): ${feedbackText(c.curve)}`] : []),
       '```python',
       c.source,
       '```',

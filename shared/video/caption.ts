@@ -37,6 +37,16 @@ export const MAX_CAPTION_CHARS = 400;
 /** The default room for the answer: a JSON object holding one or two sentences. */
 export const CAPTION_MAX_TOKENS = 300;
 
+/** The contact sheet's height: 2 rows of tiles 135 px high (batch-jobs/video-cut/clips.py SHEET_ROWS, SHEET_TILE_HEIGHT). */
+export const CONTACT_SHEET_HEIGHT = 2 * 135;
+
+/**
+ * The most tokens one contact sheet takes: Anthropic's vision guide prices an image at width x
+ * height / 750 tokens, scaling larger ones down first; the sheet is CONTACT_SHEET_HEIGHT high, and
+ * its width (4 tiles at the source's aspect ratio) at most the 8,000 px the API accepts.
+ */
+export const CONTACT_SHEET_MAX_TOKENS = Math.ceil((8000 * CONTACT_SHEET_HEIGHT) / 750);
+
 /**
  * The captioner's version. A cache key over captions should include it: change it whenever
  * CAPTION_INSTRUCTIONS, CAPTION_USER_TEXT or the output schema changes.

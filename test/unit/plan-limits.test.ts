@@ -25,6 +25,13 @@ import { HISTORY_EVENT_BUDGET, HISTORY_EVENT_LIMIT } from '#pipelines/steps/hist
 import { MAX_GENERATED_VIDEOS, VIDEO_SIZES, VideoConfig } from '#pipelines/video/config.ts';
 import { GENERATED_MAX_SECONDS } from '#pipelines/video/plan.ts';
 import { BLENDER_FILMS } from '#shared/video/blender.ts';
+import { CONTACT_SHEET_HEIGHT, CONTACT_SHEET_MAX_TOKENS } from '#shared/video/caption.ts';
+import { requestInput } from '#pipelines/steps/plan.ts';
+import { labelRequestParams } from '#shared/refinery/labels.ts';
+import { buildProposeParams, feedbackText, MAX_FEEDBACK_CHARS, MAX_SOURCE_CHARS } from '#shared/rewards/propose.ts';
+import { MOUNTAINCAR_TASK } from '#shared/rewards/loop.ts';
+import { explainRequestParams, MAX_LABEL_CHARS } from '#shared/sae/explain.ts';
+import { detectRequestParams } from '#shared/sae/detection.ts';
 
 const widest: [string, unknown, object?][] = [
   ['probe', ProbeConfig.parse({ items: Array.from({ length: 200 }, (_, i) => i), distributed: true, approve: true, maxFailures: 200 })],
@@ -146,15 +153,17 @@ describe("a plan's high end", () => {
     const rewards = pipelineNamed('rewards');
     const config = RewardsConfig.parse({ ...REWARDS_SIZES.test, trainTimeoutSeconds: 300 });
     assert.equal(planRun(rewards, config).jobs[0]!.timeoutSeconds, 300);
-    // Claude in the high end only: the proposals' output at 8,000 tokens each, in each of the 3
-    // requests the SDK may send (2 retries).
+    // Claude in the high end only: each proposal's output at 8,000 tokens and its input at its
+    // most, in each of the 3 requests the SDK may send (2 retries).
     const plan = planRun(rewards, config);
     const claude = plan.cost.high.lines.find((l) => l.item.startsWith('Claude '))!;
-    assert.equal(claude.quantity, config.generations * 3 * 8000);
+    const input = (c: { maxInput: { cachedBytes: number; bytes: number; imageTokens: number } }) =>
+      c.maxInput.cachedBytes + c.maxInput.bytes + c.maxInput.imageTokens;
+    assert.equal(claude.quantity, config.generations * 3 * (8000 + input(plan.claude[0]!)));
     // The refinery's labels: 4 requests a document at most (claude-requests' retries), 1,024 tokens each.
     const refinery = planRun(pipelineNamed('refinery'), RefineryConfig.parse(REFINERY_SIZES.test), { shards: 1 });
     const labels = refinery.cost.high.lines.find((l) => l.item.startsWith('Claude '))!;
-    assert.equal(labels.quantity, RefineryConfig.parse(REFINERY_SIZES.test).labels.sample * 4 * 1024);
+    assert.equal(labels.quantity, RefineryConfig.parse(REFINERY_SIZES.test).labels.sample * 4 * (1024 + input(refinery.claude[0]!)));
     // The video's captions: one call per clip the sources can hold (60 s a generated video over
     // 2 s clips), 4 requests each at 300 tokens; none without a key (auto) or with the VLM.
     const video = VideoConfig.parse({ ...VIDEO_SIZES.test, captions: { captioner: 'claude' } });
@@ -180,6 +189,96 @@ describe("a plan's high end", () => {
       plan.cost.low.lines.find((l) => l.item.startsWith('Claude ')),
       undefined,
     );
+  });
+});
+
+describe("Claude's input in the high bound", () => {
+  // Text of mixed widths: 1 (ASCII), 2 (Greek), 3 (CJK) and 4 (emoji, 2 UTF-16 units) bytes in UTF-8.
+  const mixed = (units: number) => {
+    const pieces = ['a', 'λ', '漢', '😀'];
+    let out = '';
+    for (let i = 0; out.length < units; i++) out += pieces[i % 4];
+    return out.slice(0, units).replace(/[\uD800-\uDBFF]$/, 'a');
+  };
+  const within = (got: { cachedBytes: number; bytes: number; imageTokens: number }, bound: typeof got, what: string) => {
+    assert.ok(
+      got.cachedBytes <= bound.cachedBytes && got.bytes <= bound.bytes && got.imageTokens <= bound.imageTokens,
+      `${what}: ${JSON.stringify(got)} over ${JSON.stringify(bound)}`,
+    );
+  };
+
+  it("bounds the refinery's label request: a document far longer than maxChars, of every width", () => {
+    for (const maxChars of [100, 1000, 20_000]) {
+      const config = RefineryConfig.parse({ ...REFINERY_SIZES.test, labels: { ...REFINERY_SIZES.test.labels, maxChars } });
+      const [call] = planRun(pipelineNamed('refinery'), config, { shards: 1 }).claude;
+      const request = labelRequestParams(mixed(3 * maxChars), { model: config.labels.model, maxChars });
+      within(requestInput(request), call!.maxInput, `maxChars ${maxChars}`);
+      // A document of 4-byte characters reaches it exactly.
+      assert.deepEqual(requestInput(labelRequestParams('😀'.repeat(maxChars), { model: config.labels.model, maxChars })), call!.maxInput);
+    }
+  });
+
+  it("bounds the reward search's proposal: failures far over the cut, the longest sources, every seed failed", () => {
+    const config = RewardsConfig.parse({ ...REWARDS_SIZES.test, candidates: 16, trainSeeds: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], generations: 1 });
+    const [call] = planRun(pipelineNamed('rewards'), config).claude;
+    const failure = mixed(32_768);
+    const history = Array.from({ length: 17 }, (_, i) => ({
+      generation: 9,
+      name: `candidate-${i}`,
+      source: mixed(MAX_SOURCE_CHARS),
+      perSeedSuccess: config.trainSeeds.map((seed) => ({ seed, success: null, error: failure })),
+      meanSuccess: null,
+      verdict: failure,
+      curve: mixed(5000),
+    }));
+    const request = buildProposeParams({ task: MOUNTAINCAR_TASK, generation: 10, candidates: 16, history, model: config.model });
+    within(requestInput(request), call!.maxInput, 'proposal');
+    // The cut shows where it cut, and keeps MAX_FEEDBACK_CHARS units (one fewer rather than half an emoji).
+    assert.ok([MAX_FEEDBACK_CHARS - 1, MAX_FEEDBACK_CHARS].includes(feedbackText(failure).length));
+    assert.equal(feedbackText('a'.repeat(40_000)).length, MAX_FEEDBACK_CHARS);
+    assert.ok(feedbackText(failure).endsWith(' [cut]'));
+    assert.equal(feedbackText('short'), 'short');
+  });
+
+  it("bounds the sparse autoencoders' explain and detect requests from the config's windows", () => {
+    const config = SaeConfig.parse({ ...SAE_SIZES.test, labels: { ...SAE_SIZES.test.labels, explainer: 'claude' } });
+    const [explain, detect] = planRun(pipelineNamed('sae'), config).claude;
+    const window = (active: boolean) => {
+      const tokens = Array.from({ length: config.labels.windowTokens }, (_, i) => mixed(i % 3 ? 200 : 7));
+      return { tokens, activations: tokens.map((_, i) => (active && i % 3 === 0 ? 2 : 0)) };
+    };
+    const n = config.labels.explainExamples;
+    const feature = {
+      feature: 3,
+      firingRate: 0.1,
+      maxActivation: 2,
+      explain: Array.from({ length: n }, (_, i) =>
+        i < n - Math.floor(n / 4) ? { ...window(true), source: 'quantile' as const } : { ...window(false), source: 'inactive' as const },
+      ),
+      detect: [],
+    };
+    within(requestInput(explainRequestParams(feature, { model: config.labels.model })), explain!.maxInput, 'explain');
+    within(
+      requestInput(
+        detectRequestParams(
+          mixed(MAX_LABEL_CHARS),
+          [1, 2, 3, 4, 5].map(() => window(false)),
+          { model: config.labels.model },
+        ),
+      ),
+      detect!.maxInput,
+      'detect',
+    );
+  });
+
+  it("bounds the video's caption request: one contact sheet, as tall as the cut job makes it", () => {
+    const config = VideoConfig.parse({ ...VIDEO_SIZES.test, captions: { captioner: 'claude' } });
+    const [call] = planRun(pipelineNamed('video'), config).claude;
+    assert.equal(call!.maxInput.imageTokens, CONTACT_SHEET_MAX_TOKENS);
+    const clips = readFileSync(new URL('../../batch-jobs/video-cut/clips.py', import.meta.url), 'utf8');
+    const [, rows, tile] = /^SHEET_COLUMNS, SHEET_ROWS = \d+, (\d+)\nSHEET_TILE_HEIGHT = (\d+)$/m.exec(clips) ?? [];
+    assert.equal(Number(rows) * Number(tile), CONTACT_SHEET_HEIGHT);
+    assert.equal(CONTACT_SHEET_MAX_TOKENS, 2880, 'an 8,000 x 270 px sheet at width x height / 750');
   });
 });
 
