@@ -20,8 +20,12 @@ import { documentFunction, META, type PipelineFunction } from './function.ts';
 import { acknowledgeFindings } from './nag-findings.ts';
 import type { StepResources } from './resources.ts';
 
-/** The run-cost function reads a few histories and a saving's computing runs: minutes at most. */
-export const RUN_COST_TIMEOUT = Duration.minutes(5);
+/**
+ * The run-cost function reads the run's history and its computing runs', Distributed Map children
+ * included, 8 at a time: a refinery of 5,000 shards is 5,000 children, about 0.1 s each, and as
+ * many again for the run whose entries a rerun restores. Lambda's most, so that a large run is read whole.
+ */
+export const RUN_COST_TIMEOUT = Duration.minutes(15);
 
 export class RunCost extends Construct {
   readonly function: PipelineFunction;
