@@ -56,7 +56,8 @@ export function showLocalRun(dataDir: string, run: string, io: Io): void {
   printUsage(usage, io);
   io.out(planLine(record.pipeline, record.input));
   printCost(cost, io);
-  const { saving, line } = localRunCost(record, records);
+  const byArn = new Map(records.map((r) => [r.executionArn, r]));
+  const { saving, line } = localRunCost(record, (arn) => byArn.get(arn));
   io.out(savingLine(saving));
   io.out(line);
   if (record.runCost?.reportUri) io.out(`report with this line: ${record.runCost.reportUri}`);

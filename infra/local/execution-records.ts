@@ -71,11 +71,6 @@ export class ExecutionRecordStore {
     return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as ExecutionRecord) : undefined;
   }
 
-  /** Every record, newest first. */
-  list(): ExecutionRecord[] {
-    return listExecutionRecords(this.dataDir);
-  }
-
   persist(record: ExecutionRecord): void {
     // Write then rename, so `frontier runs` in another process never reads half a record.
     const file = this.file(record.executionArn);

@@ -116,7 +116,7 @@ export function launchExecution(deps: ExecutionDeps, machine: LocalMachine, inpu
       await watch;
       deps.callbacks.sweep(executionArn);
       record.stopDate = new Date().toISOString();
-      if (record.status === 'SUCCEEDED') await writeLocalRunCost(deps.clients.s3, record, deps.records.list());
+      if (record.status === 'SUCCEEDED') await writeLocalRunCost(deps.clients.s3, record, (arn) => deps.records.read(arn));
       deps.records.persist(record);
       deps.emit('executionDone', record);
       return record;

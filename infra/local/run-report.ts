@@ -19,12 +19,14 @@ export function parentExecutionArn(arn: string): string {
   return arn.split('/')[0]!.replace(':mapRun:', ':execution:');
 }
 
+/** A run's record by its execution ARN, where there is one. */
+export type RecordLookup = (executionArn: string) => ExecutionRecord | undefined;
+
 /** The run's cost and its cache's saving, from its record and the records of the runs its hits name. */
-export function localRunCost(record: ExecutionRecord, records: readonly ExecutionRecord[]) {
+export function localRunCost(record: ExecutionRecord, recordOf: RecordLookup) {
   const usage = usageOfStats(record.stats);
   const cost = costOf(usage);
-  const byArn = new Map(records.map((r) => [r.executionArn, r.stats.steps]));
-  const saving = cacheSaving(record.stats.cacheHits ?? [], (arn) => byArn.get(parentExecutionArn(arn)));
+  const saving = cacheSaving(record.stats.cacheHits ?? [], (arn) => recordOf(parentExecutionArn(arn))?.stats.steps);
   return { usage, cost, saving, line: runCostLine(cost, saving) };
 }
 
@@ -33,8 +35,8 @@ export function localRunCost(record: ExecutionRecord, records: readonly Executio
  * report's copy with the line and the figures beside it. A report that cannot be copied is said
  * in the record (`error`); the run stays as it ended.
  */
-export async function writeLocalRunCost(s3: S3Client, record: ExecutionRecord, records: readonly ExecutionRecord[]): Promise<void> {
-  const { usage, cost, saving, line } = localRunCost(record, records);
+export async function writeLocalRunCost(s3: S3Client, record: ExecutionRecord, recordOf: RecordLookup): Promise<void> {
+  const { usage, cost, saving, line } = localRunCost(record, recordOf);
   const reportUri = (record.output as { reportUri?: unknown } | undefined)?.reportUri;
   if (typeof reportUri !== 'string') {
     record.runCost = { line };

@@ -74,10 +74,16 @@ describe('cli: errors', () => {
       /data decides part of it \(the corpus decides the shards: 1 to 5\): below is the high end; the low end has\n {2}\d+ state transitions/,
     );
     assert.match(refinery.text(), /Map widths: filter: Items 5, score: Items 5/);
-    assert.match(refinery.text(), /Claude, label: 0-120 calls to \S+ \(one per sampled document that survives\), each at most 1,024 output tokens/);
+    assert.match(
+      refinery.text(),
+      /Claude, label: 0-120 calls to \S+ \(one per sampled document that survives\), in each of up to 4 requests \(retries\) at most 1,024 output tokens and 9,824 input tokens \(5,468 of them the cached instructions/,
+    );
     const rewards = capture();
     assert.equal(await main(['run', 'rewards', '--size', 'test', '--plan'], rewards.io), 0, rewards.text());
-    assert.match(rewards.text(), /Claude, propose: 2 calls to \S+ \(one per generation\), each at most 8,000 output tokens/);
+    assert.match(
+      rewards.text(),
+      /Claude, propose: 2 calls to \S+ \(one per generation\), in each of up to 3 requests \(retries\) at most 8,000 output tokens and [\d,]+ input tokens/,
+    );
   });
 
   it('reward search without an Anthropic key says so and offers reward files; reward files are checked', async () => {
