@@ -1,7 +1,8 @@
 /**
  * A plan's expected figures, from the runs this data directory measured (issue: plan and cost):
  * the earlier cold runs of the same pipeline at the same config, succeeded, with no cache hit
- * (a hit skips work, so its seconds are not the config's). Each job's expected seconds are the
+ * (a hit skips work, so its seconds are not the config's). A config whose work also depends on
+ * the environment (`explainer: auto` and whether a Claude key is set) is compared as the config. Each job's expected seconds are the
  * median, over those runs, of its mean seconds in a run; the expected cost is the median of
  * their costs. Measured here: a GPU job measured on this machine's CPU runs differently on AWS,
  * and the plan says where the figures come from and how many runs they are.
@@ -41,6 +42,8 @@ export function measuredFigures(entry: PipelineEntry, config: unknown, records: 
       (r) =>
         r.pipeline === entry.name &&
         r.status === 'SUCCEEDED' &&
+        // A record from before hits were recorded by step (no `steps`) cannot say it hit nothing.
+        r.stats.steps !== undefined &&
         !(r.stats.cacheHits ?? []).length &&
         canonicalConfig(entry, (r.input as { config?: unknown } | undefined)?.config) === want,
     )

@@ -116,7 +116,8 @@ export function launchExecution(deps: ExecutionDeps, machine: LocalMachine, inpu
       await watch;
       deps.callbacks.sweep(executionArn);
       record.stopDate = new Date().toISOString();
-      if (record.status === 'SUCCEEDED') await writeLocalRunCost(deps.clients.s3, record, (arn) => deps.records.read(arn));
+      // Never fails the ending: what went wrong is in record.runCost.error.
+      if (record.status === 'SUCCEEDED') await writeLocalRunCost(deps.clients.s3, record, (arn) => deps.records.read(arn)).catch(() => undefined);
       deps.records.persist(record);
       deps.emit('executionDone', record);
       return record;

@@ -36,16 +36,19 @@ export function localRunCost(record: ExecutionRecord, recordOf: RecordLookup) {
  * in the record (`error`); the run stays as it ended.
  */
 export async function writeLocalRunCost(s3: S3Client, record: ExecutionRecord, recordOf: RecordLookup): Promise<void> {
-  const { usage, cost, saving, line } = localRunCost(record, recordOf);
-  const reportUri = (record.output as { reportUri?: unknown } | undefined)?.reportUri;
-  if (typeof reportUri !== 'string') {
-    record.runCost = { line };
-    return;
-  }
+  let line = '';
   try {
-    const written = await writeRunReport(s3, { pipeline: record.pipeline, executionArn: record.executionArn, reportUri, usage, cost, saving });
+    const figures = localRunCost(record, recordOf);
+    line = figures.line;
+    const reportUri = (record.output as { reportUri?: unknown } | undefined)?.reportUri;
+    if (typeof reportUri !== 'string') {
+      record.runCost = { line };
+      return;
+    }
+    const written = await writeRunReport(s3, { pipeline: record.pipeline, executionArn: record.executionArn, ...figures, reportUri });
     record.runCost = { line, reportUri: written.reportUri, costUri: written.costUri };
   } catch (error) {
-    record.runCost = { line, error: `the report ${reportUri} could not be copied with its cost line: ${(error as Error).name}: ${(error as Error).message}` };
+    const e = error as Error;
+    record.runCost = { line, error: `the run's cost line or its report's copy could not be written: ${e?.name}: ${e?.message}` };
   }
 }

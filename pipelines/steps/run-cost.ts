@@ -6,7 +6,7 @@
  * machine, not in it: the report step is cached and content-addressed, the line belongs to one
  * run, and the figures include every state of the run, the last ones too.
  */
-import { type CfnElement, Duration, Stack, Token } from 'aws-cdk-lib';
+import { type CfnElement, Duration, Lazy, Stack, Token } from 'aws-cdk-lib';
 import { CfnJobDefinition } from 'aws-cdk-lib/aws-batch';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
@@ -22,8 +22,10 @@ import type { StepResources } from './resources.ts';
 
 /**
  * The run-cost function reads the run's history and its computing runs', Distributed Map children
- * included, 8 at a time: a refinery of 5,000 shards is 5,000 children, about 0.1 s each, and as
- * many again for the run whose entries a rerun restores. Lambda's most, so that a large run is read whole.
+ * included, 8 at a time. GetExecutionHistory is throttled per account, a burst then a few calls a
+ * second: a refinery of 5,000 shards is 5,000 children, and as many again for the run whose entries
+ * a rerun restores, which can take more than this. Lambda's most; a run too large to read in it has
+ * no line from the function (its figures are still `frontier runs show ARN --target aws`).
  */
 export const RUN_COST_TIMEOUT = Duration.minutes(15);
 
@@ -42,7 +44,7 @@ export class RunCost extends Construct {
         [ENV.bucket]: resources.bucket.bucketName,
         [ENV.pipeline]: pipeline,
         // Resolved at synth, when every job of the stack exists (the lookup the CLI makes from the app).
-        [ENV.jobInstanceTypes]: instanceTypesJson(stack),
+        [ENV.jobInstanceTypes]: Lazy.string({ produce: () => instanceTypesJson(stack) }),
       },
       timeout: RUN_COST_TIMEOUT,
       logRetention: resources.logRetention,
@@ -100,19 +102,23 @@ export class RunCost extends Construct {
         detailType: ['Step Functions Execution Status Change'],
         detail: { status: ['SUCCEEDED'], stateMachineArn: [stateMachine.stateMachineArn] },
       },
-      // Lambda's asynchronous invocation retries twice more on an error; a lost line is recomputed by `frontier runs show`.
+      // EventBridge retries a delivery it could not make, and Lambda an invocation that failed, each
+      // twice; a line lost past those is not written, and `frontier runs show ARN --target aws` still prints it.
       targets: [new targets.LambdaFunction(this.function, { retryAttempts: 2, maxEventAge: Duration.hours(2) })],
     });
   }
 }
 
-/** JSON {logical id: instance type} of the stack's GPU job definitions (their `frontier:jobInstanceType`). */
+/**
+ * JSON {logical id: instance type} of the stack's job definitions: a GPU one's `frontier:jobInstanceType`,
+ * '' for the others (named by their logical id, as `runs show` names them).
+ */
 function instanceTypesJson(stack: Stack): string {
   const map: Record<string, string> = {};
   for (const c of stack.node.findAll()) {
     if (!(c instanceof CfnJobDefinition)) continue;
     const type: unknown = c.getMetadata(META.jobInstanceType);
-    if (typeof type === 'string') map[stack.getLogicalId(c)] = type;
+    map[stack.getLogicalId(c)] = typeof type === 'string' ? type : '';
   }
   return JSON.stringify(map);
 }

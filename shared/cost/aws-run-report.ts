@@ -19,7 +19,7 @@ import { costOf } from './usage.ts';
 export const ExecutionStatusChange = z.object({
   'detail-type': z.literal('Step Functions Execution Status Change'),
   detail: z.object({
-    executionArn: z.string().startsWith('arn:aws:states:'),
+    executionArn: z.string().regex(/^arn:aws[a-z-]*:states:/, 'must be a Step Functions execution ARN'),
     stateMachineArn: z.string(),
     status: z.string(),
     /** The run's output; null when over the event's size limit (then read with DescribeExecution). */
@@ -27,8 +27,11 @@ export const ExecutionStatusChange = z.object({
   }),
 });
 
-/** The instance types the stack's GPU job definitions are sized for, from the function's JOB_INSTANCE_TYPES. */
-export function instanceTypesOf(json: string | undefined): { name: string; instanceType: string }[] {
+/**
+ * The stack's job definitions, by logical id, with the instance type each GPU one is sized for
+ * ('' for a Fargate or CPU job), from the function's JOB_INSTANCE_TYPES.
+ */
+export function instanceTypesOf(json: string | undefined): { name: string; instanceType?: string }[] {
   if (!json) return [];
   let parsed: unknown;
   try {
@@ -37,14 +40,16 @@ export function instanceTypesOf(json: string | undefined): { name: string; insta
     throw new ConfigError('JOB_INSTANCE_TYPES', json, 'is not JSON; the stack sets it to {logical id: instance type}');
   }
   const map = parseOrThrow(z.record(z.string(), z.string()), parsed);
-  return Object.entries(map).map(([name, instanceType]) => ({ name, instanceType }));
+  return Object.entries(map).map(([name, instanceType]) => ({ name, ...(instanceType ? { instanceType } : {}) }));
 }
 
 export interface AwsRunCostResult {
   readonly executionArn: string;
   readonly line: string;
-  /** Where the report's copy and its figures went; absent for a run whose output names no report. */
+  /** Where the report's copy and its figures went; absent for a run whose output names no report, or when they could not be written. */
   readonly written?: RunReportWritten;
+  /** Why the report's copy could not be written (the line is still made, and logged). */
+  readonly error?: string;
   readonly notes: readonly string[];
 }
 
@@ -55,7 +60,7 @@ export async function awsRunCost(
     readonly clients: AwsUsageClients;
     readonly s3: S3Client;
     readonly pipeline: string;
-    readonly instanceTypes: readonly { name: string; instanceType: string }[];
+    readonly instanceTypes: readonly { name: string; instanceType?: string }[];
   },
 ): Promise<AwsRunCostResult | undefined> {
   const { detail } = parseOrThrow(ExecutionStatusChange, event);
@@ -72,16 +77,30 @@ export async function awsRunCost(
   const { saving, notes } = await awsCacheSaving(read.cacheHits, deps.clients, lookup);
   const cost = costOf(read.usage);
   const allNotes = [...read.notes, ...notes];
+  // The run's own notes make the line partial; a hit not priced is said in the line already.
+  const line = runCostLine(cost, saving, read.notes.length);
   const reportUri = (output as { reportUri?: unknown } | undefined)?.reportUri;
-  if (typeof reportUri !== 'string') return { executionArn: detail.executionArn, line: runCostLine(cost, saving), notes: allNotes };
-  const written = await writeRunReport(deps.s3, {
-    pipeline: deps.pipeline,
-    executionArn: detail.executionArn,
-    reportUri,
-    usage: read.usage,
-    cost,
-    saving,
-    notes: allNotes,
-  });
-  return { executionArn: detail.executionArn, line: written.line, written, notes: allNotes };
+  if (typeof reportUri !== 'string') return { executionArn: detail.executionArn, line, notes: allNotes };
+  try {
+    const written = await writeRunReport(deps.s3, {
+      pipeline: deps.pipeline,
+      executionArn: detail.executionArn,
+      reportUri,
+      usage: read.usage,
+      cost,
+      saving,
+      line,
+      notes: allNotes,
+    });
+    return { executionArn: detail.executionArn, line: written.line, written, notes: allNotes };
+  } catch (error) {
+    // The figures were read: the line is returned and logged even when the copy cannot be made.
+    const e = error as Error;
+    return {
+      executionArn: detail.executionArn,
+      line,
+      notes: allNotes,
+      error: `the report ${reportUri} could not be copied with its cost line: ${e?.name}: ${e?.message}`,
+    };
+  }
 }

@@ -28,16 +28,18 @@ export function runCostKey(pipeline: string, executionName: string): string {
  * saved $0.0310, those steps' cost in the runs that computed them." A range where Batch on EC2
  * runs (spot to on-demand); hits from runs not on record are said, not priced.
  */
-export function runCostLine(cost: RunCost, saving: CacheSaving): string {
+export function runCostLine(cost: RunCost, saving: CacheSaving, unread = 0): string {
   const unpriced = cost.unpriced.length
     ? `, leaving out ${cost.unpriced.length} item${cost.unpriced.length === 1 ? '' : 's'} the price table has no price for`
     : '';
   const run = `This run cost ${formatUsd(cost.lowUsd, cost.highUsd)} on AWS (${cost.region} prices of ${cost.pricesAsOf}${unpriced})`;
-  if (!saving.hits) return `${run}; it hit no cache entry.`;
+  // What the figures miss (a child history not read, a job Batch no longer describes): said, so the line is not taken as whole.
+  const partial = unread ? ` Not all of it could be read (${unread} note${unread === 1 ? '' : 's'} in cost.json): the figures are at least these.` : '';
+  if (!saving.hits) return `${run}; it hit no cache entry.${partial}`;
   const hits = `${saving.hits} cache hit${saving.hits === 1 ? '' : 's'}`;
   const notOnRecord = saving.hits - saving.priced;
   const unknown = notOnRecord ? ` (${notOnRecord} of them from runs no longer on record, not priced)` : '';
-  return `${run}; its ${hits} saved ${formatUsd(saving.lowUsd, saving.highUsd)}${unknown}, those steps' cost in the runs that computed them.`;
+  return `${run}; its ${hits} saved ${formatUsd(saving.lowUsd, saving.highUsd)}${unknown}, those steps' cost in the runs that computed them.${partial}`;
 }
 
 const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -61,6 +63,8 @@ export interface RunReportInput {
   readonly saving: CacheSaving;
   /** What could not be read or priced (the AWS reader's notes). */
   readonly notes?: readonly string[];
+  /** The line, when the caller made it (default: runCostLine of the cost and the saving). */
+  readonly line?: string;
 }
 
 export interface RunReportWritten {
@@ -73,7 +77,7 @@ export interface RunReportWritten {
 export async function writeRunReport(s3: S3Client, input: RunReportInput): Promise<RunReportWritten> {
   const from = parseS3Uri(input.reportUri, 'reportUri');
   const executionName = input.executionArn.split(':').pop()!;
-  const line = runCostLine(input.cost, input.saving);
+  const line = input.line ?? runCostLine(input.cost, input.saving);
   const got = await s3.send(new GetObjectCommand(from));
   const html = await got.Body!.transformToString('utf8');
   const reportKey = runReportKey(input.pipeline, executionName);

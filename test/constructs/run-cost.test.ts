@@ -18,7 +18,7 @@ describe('the run-cost function of each pipeline', () => {
   const assembly = app.synth();
 
   for (const entry of PIPELINES) {
-    it(`${entry.name}: starts on its own succeeded runs, with its GPU jobs' instance types`, () => {
+    it(`${entry.name}: starts on its own succeeded runs, knowing its jobs and their instance types`, () => {
       const resources = Object.entries((assembly.getStackByName(entry.stackId).template as { Resources: Record<string, Resource> }).Resources);
       const of = (type: string) => resources.filter(([, r]) => r.Type === type);
       const [machineId] = of('AWS::StepFunctions::StateMachine').find(([id]) => id.startsWith('PipelineStateMachine')) ?? [];
@@ -28,12 +28,9 @@ describe('the run-cost function of each pipeline', () => {
       const [fnId, fn] = fns[0]!;
       const env = (fn.Properties.Environment as { Variables: Record<string, unknown> }).Variables;
       assert.equal(env[ENV.pipeline], entry.name);
-      const gpuJobs = Object.fromEntries(
-        of('AWS::Batch::JobDefinition')
-          .filter(([, r]) => typeof r.Metadata?.[META.jobInstanceType] === 'string')
-          .map(([id, r]) => [id, r.Metadata![META.jobInstanceType]]),
-      );
-      assert.deepEqual(JSON.parse(String(env[ENV.jobInstanceTypes])), gpuJobs);
+      // Every job definition by its logical id, a GPU one with its instance type.
+      const jobs = Object.fromEntries(of('AWS::Batch::JobDefinition').map(([id, r]) => [id, r.Metadata?.[META.jobInstanceType] ?? '']));
+      assert.deepEqual(JSON.parse(String(env[ENV.jobInstanceTypes])), jobs);
       const rules = of('AWS::Events::Rule').filter(([, r]) =>
         ((r.Properties.Targets as { Arn: unknown }[] | undefined) ?? []).some((t) => JSON.stringify(t.Arn).includes(fnId)),
       );

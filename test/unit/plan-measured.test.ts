@@ -40,6 +40,7 @@ function record(
       lambdaBilledMs: 70,
       lambdaGbSeconds: 0.01,
       batch: jobs.map(job),
+      steps: {},
       ...stats,
     },
     ...extra,
@@ -52,11 +53,13 @@ describe("a plan's expected figures", () => {
     // Two jobs in one run: their mean (30) is that run's figure.
     record('b', '2026-12-01T11:00:00Z', [20, 40]),
     record('c', '2026-12-01T12:00:00Z', [90]),
-    // None of these count: a cached rerun, a failed run, another config (the schema's defaults filled in first), another pipeline.
+    // None of these count: a cached rerun, a failed run, another config (the schema's defaults filled in first), another pipeline, an old record.
     record('cached', '2026-12-01T13:00:00Z', [1], {}, { cacheHits: [{ step: 'sum', executionArn: 'x' }] }),
     record('failed', '2026-12-01T14:00:00Z', [5], { status: 'FAILED' }),
     record('other', '2026-12-01T15:00:00Z', [7], { input: { config: { items: [1, 2] } } }),
     record('lm', '2026-12-01T16:00:00Z', [7], { pipeline: 'lm-sft' }),
+    // A record from before hits were kept by step: it cannot say it hit nothing.
+    record('old', '2026-11-01T16:00:00Z', [7], {}, { steps: undefined }),
   ];
 
   it('takes the median over the cold runs of the same config, each job at its mean in a run', () => {

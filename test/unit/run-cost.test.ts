@@ -50,6 +50,10 @@ describe('the cost line', () => {
       runCostLine(cost, { hits: 3, priced: 2, lowUsd: 1.5, highUsd: 4.25 }),
       "This run cost $0.0025 on AWS (us-east-1 prices of 2026-12-02); its 3 cache hits saved $1.50-$4.25 (1 of them from runs no longer on record, not priced), those steps' cost in the runs that computed them.",
     );
+    assert.match(
+      runCostLine(cost, { hits: 0, priced: 0, lowUsd: 0, highUsd: 0 }, 2),
+      /it hit no cache entry\. Not all of it could be read \(2 notes in cost\.json\): the figures are at least these\.$/,
+    );
     const unpriced = costOf({
       ...EMPTY_USAGE,
       transitions: 1,
@@ -85,7 +89,7 @@ describe('the run-cost function on AWS', () => {
     'detail-type': 'Step Functions Execution Status Change',
     detail: { executionArn: RUN, stateMachineArn: MACHINE, name: 'rerun-7', status, output },
   });
-  const instanceTypes = instanceTypesOf(JSON.stringify({ TrainJobDefinition12AB: 'g6.xlarge' }));
+  const instanceTypes = instanceTypesOf(JSON.stringify({ TrainJobDefinition12AB: 'g6.xlarge', HarvestJobDefinition77: '' }));
 
   beforeEach(() => {
     for (const m of [sfn, batch, lambda, s3]) m.reset();
@@ -216,6 +220,21 @@ describe('the run-cost function on AWS', () => {
     s3.resetHistory();
     assert.equal(await awsRunCost(event('FAILED'), deps), undefined);
     assert.equal(s3.commandCalls(PutObjectCommand).length, 0);
+  });
+
+  it('still says the line when the report cannot be copied, and reads an execution in another partition', async () => {
+    const deps = { clients: clients(), s3: new S3Client({ region: REGION }), pipeline: 'sae', instanceTypes };
+    s3.on(GetObjectCommand).rejects(Object.assign(new Error('Access Denied'), { name: 'AccessDenied' }));
+    const result = await awsRunCost(event(), deps);
+    assert.match(result!.line, /^This run cost \$/);
+    assert.equal(result!.written, undefined);
+    assert.match(result!.error!, /could not be copied with its cost line: AccessDenied: Access Denied/);
+    const china = event();
+    china.detail.executionArn = RUN.replace('arn:aws:', 'arn:aws-cn:');
+    sfn
+      .on(GetExecutionHistoryCommand, { executionArn: china.detail.executionArn })
+      .resolves({ events: [{ id: 1, timestamp: at(0), type: 'ExecutionStarted' }] });
+    assert.match((await awsRunCost(china, deps))!.line, /it hit no cache entry\.$/);
   });
 
   it('refuses an event that is not an execution status change, and a malformed instance-type map, naming the field', async () => {
