@@ -1,4 +1,5 @@
 /** `frontier run --target aws`: start and follow an execution of a deployed pipeline stack. */
+import { runReportKey } from '#shared/cost/run-report.ts';
 import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { DescribeExecutionCommand, GetExecutionHistoryCommand, SFNClient, StartExecutionCommand, type HistoryEvent } from '@aws-sdk/client-sfn';
 import { STATE_MACHINE_OUTPUT } from '#pipelines/steps/pipeline.ts';
@@ -100,12 +101,27 @@ export async function runAws(
       io.out(`${described.status}`);
       const output = described.output ? JSON.parse(described.output) : undefined;
       const end = { status: described.status!, error: described.error, cause: described.cause, state: followed.lastState };
-      if (end.status === 'SUCCEEDED') io.out(JSON.stringify(output, null, 2).slice(0, 4000));
-      else for (const line of failureLines(end, options.verbose ?? false)) io.err(line);
+      if (end.status === 'SUCCEEDED') {
+        io.out(JSON.stringify(output, null, 2).slice(0, 4000));
+        io.out(runCostWhere(entry.name, executionArn!, output));
+      } else for (const line of failureLines(end, options.verbose ?? false)) io.err(line);
       return { status: end.status, output, error: end.error, cause: end.cause };
     }
     await new Promise((r) => setTimeout(r, options.pollMs ?? 2000));
   }
+}
+
+/**
+ * Where a succeeded run's cost line goes on AWS: the stack's run-cost function writes it, with the
+ * report, once EventBridge has told it the run ended (pipelines/steps/run-cost.ts).
+ */
+export function runCostWhere(pipeline: string, executionArn: string, output: unknown): string {
+  const reportUri = (output as { reportUri?: unknown } | undefined)?.reportUri;
+  const bucket = typeof reportUri === 'string' ? /^s3:\/\/([^/]+)\//.exec(reportUri)?.[1] : undefined;
+  const where = bucket
+    ? `with the report at s3://${bucket}/${runReportKey(pipeline, executionArn.split(':').pop()!)}`
+    : "in its log (this pipeline's runs have no report)";
+  return `the run's cost and its cache's saving: the run-cost function writes them ${where} within a few minutes; npx frontier runs show ${executionArn} --target aws prints them now`;
 }
 
 /** What the history has shown so far: Map items done and failed, and the last state entered. */

@@ -14,7 +14,7 @@ import { DescribeExecutionCommand, GetExecutionHistoryCommand, SFNClient, StartE
 import { main } from '#infra/cli.ts';
 import { serveLocal } from '#infra/cli/serve.ts';
 import { waitFor } from '../support/runtime.ts';
-import { runAws } from '#infra/cli/run-aws.ts';
+import { runAws, runCostWhere } from '#infra/cli/run-aws.ts';
 import { pipelineNamed, resolveConfig } from '#infra/cli/config.ts';
 import { diffJson } from '#infra/cli/cache-explain.ts';
 import { REPO_ROOT } from '#pipelines/steps/code-version.ts';
@@ -358,6 +358,12 @@ describe('cli: --target aws', () => {
     assert.deepEqual(JSON.parse(start.input!), { config: { items: [1] } });
     assert.equal(c.text().match(/> prepare: Invoke/g)?.length, 1, 'each event shown once');
     assert.equal(c.text().match(/map items: 1 done/g)?.length, 1);
+    // The probe has no report: its line is in the run-cost function's log, and runs show prints it.
+    assert.match(c.text(), new RegExp(`writes them in its log \\(this pipeline's runs have no report\\).*runs show ${arn}:exec --target aws`));
+    assert.equal(
+      runCostWhere('sae', `${arn}:run-7`, { reportUri: 's3://platform-bucket/data/sae/reports/ab/report.html' }).split(': ')[1]!.split(' within')[0],
+      'the run-cost function writes them with the report at s3://platform-bucket/runs/sae/run-7/report.html',
+    );
     assert.doesNotMatch(c.text(), /map items: 2 done/);
   });
 });
