@@ -177,7 +177,7 @@ const synthesized = new Map<
   { definition: AslGraph; functions: ReturnType<typeof loadFunctions>; definitions: ReturnType<typeof loadJobDefinitions> }
 >();
 
-function synthesizedOf(entry: PipelineEntry) {
+export function synthesizedOf(entry: PipelineEntry) {
   let found = synthesized.get(entry.name);
   if (!found) {
     const resolver = new TemplateResolver(synthesize([entry]).stacks);

@@ -1,6 +1,6 @@
 /**
- * The probe's plan model (pipelines/steps/plan.ts): its Maps iterate over the config's items, and
- * its Choices follow the config's `distributed` and `approve`.
+ * The probe's plan model (pipelines/steps/plan.ts): its Maps iterate over the config's items, its
+ * Choices follow the config's `distributed` and `approve`, and its negative items fail.
  */
 import type { z } from 'zod';
 import { coldModel, type PlanModel } from '#pipelines/steps/plan.ts';
@@ -19,6 +19,12 @@ export function probePlanModel(config: z.output<typeof ProbeConfig>, options: { 
       { what: "prepare's output (the items and padKiB of padding), 4 copies", bytes: 4 * (config.padKiB * 1024 + 6 * config.items.length + 1000) },
     ],
     mapItems: (name) => (name === 'square: Items' || name === 'recheck: Items' ? config.items.length : undefined),
+    // The config decides which items fail: a negative one's square Lambda throws, and the fan-out
+    // tolerates maxFailures of them (past that, the run fails there). The Distributed Map's
+    // children fail on the same items; their runs are not walked as failing (a plan of a
+    // distributed check with negative items counts them as succeeding).
+    failsAt: (guard, at) => (guard === 'square: Item' && (config.items[at.items.at(-1)?.index ?? -1] ?? 0) < 0 ? 'square-item: Invoke' : undefined),
+    tolerates: (step, failed) => step !== 'square' || failed <= config.maxFailures,
     decide(name, state) {
       switch (name) {
         case 'Squares':

@@ -41,6 +41,12 @@ export interface PlanModel {
   claude?(): readonly PlanClaude[];
   /** A value the run's state holds at `path` that the config decides, outside `$.config` (a job's timeout handed on by a step). */
   valueAt?(path: string): number | undefined;
+  /**
+   * Where an iteration guarded by a Parallel with a Catch (a fan-out's `<step>: Item`) fails on
+   * this walk: the name of the state in its branch that fails (a Task), or undefined when the
+   * iteration succeeds. The walk enters the branch's states up to that one, then the Catch's Next.
+   */
+  failsAt?(guard: string, at: WalkContext): string | undefined;
 }
 
 /**
@@ -186,7 +192,11 @@ export function planCounts(graph: AslGraph, model: PlanModel): PlanCounts {
 
 const MAX_STATES_ON_A_PATH = 1_000_000;
 
-function walk(graph: AslGraph, model: PlanModel, at: WalkContext, counts: PlanCounts): void {
+/**
+ * Walks `graph` from its start; with `failAt`, up to and including that state, where the walk
+ * stops as the state fails (returning true). A failed Task is counted as entered and invoked.
+ */
+function walk(graph: AslGraph, model: PlanModel, at: WalkContext, counts: PlanCounts, failAt?: string): boolean {
   let name: string | undefined = graph.StartAt;
   let steps = 0;
   while (name !== undefined) {
@@ -196,6 +206,17 @@ function walk(graph: AslGraph, model: PlanModel, at: WalkContext, counts: PlanCo
     counts.transitions += 1;
     counts.historyEvents += state.Type === 'Map' || state.Type === 'Parallel' ? 4 : stateEvents(name, state, { mapItems: {} });
     if (state.Type === 'Task') countTask(state, counts);
+    if (name === failAt) return true;
+    if (state.Type === 'Parallel' && state.Catch?.length) {
+      const fails = model.failsAt?.(name, at);
+      if (fails !== undefined) {
+        const [branch] = state.Branches ?? [];
+        if (!branch || !walk(branch, model, at, counts, fails))
+          throw new ConfigError('failsAt', fails, `is not a state on the path of the Parallel state ${JSON.stringify(name)}'s branch`);
+        name = state.Catch[0]!.Next;
+        continue;
+      }
+    }
     if (state.Type === 'Map') {
       const items = model.mapItems(name, state, at);
       if (!Number.isInteger(items) || items < 0) throw new ConfigError('mapItems', items, `of the Map state ${JSON.stringify(name)} must be a count of items`);
@@ -226,9 +247,10 @@ function walk(graph: AslGraph, model: PlanModel, at: WalkContext, counts: PlanCo
       name = next;
       continue;
     }
-    if (state.Type === 'Succeed' || state.Type === 'Fail' || state.End) return;
+    if (state.Type === 'Succeed' || state.Type === 'Fail' || state.End) return false;
     name = state.Next;
   }
+  return false;
 }
 
 function countTask(state: AslState, counts: PlanCounts): void {
@@ -268,6 +290,10 @@ export interface ColdModelSpec {
   claude?(): readonly PlanClaude[];
   /** As PlanModel.valueAt. */
   valueAt?(path: string): number | undefined;
+  /** As PlanModel.failsAt: the state where this fan-out item fails, or undefined (default: every item succeeds). */
+  failsAt?(guard: string, at: WalkContext): string | undefined;
+  /** Whether the fan-out `step` tolerates `failures` failed items (default: it does). */
+  tolerates?(step: string, failures: number): boolean;
 }
 
 /**
@@ -276,26 +302,39 @@ export interface ColdModelSpec {
  * - `<step>: Outputs listed?` and `<step>: Result fits?`: either branch enters one state; the
  *   listed and the fitting branch are taken.
  * - a fan-out's `<step>: Empty?` holds when its `<step>: Items` Map just iterated over nothing;
- *   `<step>: Failures?` does not (a cold plan assumes every item succeeds).
+ *   `<step>: Failures?` holds when the spec's `failsAt` failed one of its items (by default none
+ *   fails), and `<step>: Within tolerance?` as the spec's `tolerates` says (by default it does).
  * - `Started by upload?` as the spec says (default: not).
  */
 export function coldModel(spec: ColdModelSpec): PlanModel {
   const lastWidth = new Map<string, number>();
+  /** Failed items of each fan-out's latest iteration over its items, by step. */
+  const failures = new Map<string, number>();
   const first = (state: AslState) => state.Choices![0]!.Next;
   return {
     ...(spec.recordBytes ? { recordBytes: spec.recordBytes.bind(spec) } : {}),
     ...(spec.payloadParts ? { payloadParts: spec.payloadParts.bind(spec) } : {}),
     ...(spec.claude ? { claude: spec.claude.bind(spec) } : {}),
     ...(spec.valueAt ? { valueAt: spec.valueAt.bind(spec) } : {}),
+    failsAt(guard, at) {
+      const state = spec.failsAt?.(guard, at);
+      const step = /^(.+): Item$/.exec(guard)?.[1];
+      if (state !== undefined && step !== undefined) failures.set(step, (failures.get(step) ?? 0) + 1);
+      return state;
+    },
     decide(name, state, at) {
       const own = spec.decide?.(name, state, at);
       if (own !== undefined) return own;
-      const step = /^(.+): (Cached\?|Outputs listed\?|Result fits\?|Empty\?|Failures\?)$/.exec(name);
+      const step = /^(.+): (Cached\?|Outputs listed\?|Result fits\?|Empty\?|Failures\?|Within tolerance\?)$/.exec(name);
       switch (step?.[2]) {
         case 'Cached?':
         case 'Result fits?':
-        case 'Failures?':
           return state.Default!;
+        case 'Failures?':
+          return (failures.get(step[1]!) ?? 0) > 0 ? first(state) : state.Default!;
+        case 'Within tolerance?':
+          // The first Choice rule is "more failed than tolerated": it goes to the Fail state.
+          return (spec.tolerates?.(step[1]!, failures.get(step[1]!) ?? 0) ?? true) ? state.Default! : first(state);
         case 'Outputs listed?':
           return first(state);
         case 'Empty?':
@@ -309,6 +348,8 @@ export function coldModel(spec: ColdModelSpec): PlanModel {
       const items = spec.mapItems(name, at);
       if (items === undefined) throw new ConfigError('Map', name, `${spec.pipeline}'s plan model does not say how many items this Map state iterates over`);
       lastWidth.set(name, items);
+      const fanOut = /^(.+): Items$/.exec(name)?.[1];
+      if (fanOut !== undefined) failures.set(fanOut, 0);
       return items;
     },
   };

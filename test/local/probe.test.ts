@@ -21,6 +21,7 @@ import { getArtifactVersion, listArtifactVersions } from '#shared/artifacts.ts';
 import { ProbeConfig } from '#pipelines/probe/config.ts';
 import { PROBE_PIPELINE } from '#pipelines/probe/stack.ts';
 import { assertRunCost } from '../support/run-cost.ts';
+import { assertPlanMatchesRun } from '../support/plan.ts';
 
 const config = (overrides: Record<string, unknown> = {}) => ProbeConfig.parse({ items: [1, 2, 3], ...overrides });
 
@@ -186,6 +187,19 @@ describe('probe pipeline on the embedded runtime', () => {
       config({ items, maxFailures: 200, distributed: true, maxFailurePercent: 100, label: '\u0001"\\'.repeat(67).slice(0, 200) }),
     ).payload.bytes;
     assert.ok(largestState.bytes <= bound, `${largestState.bytes} > ${bound}`);
+  });
+
+  it("plans a failed item's path exactly: within the tolerance, every item failing, and past it", async () => {
+    // Items no other test runs, so every step is a cache miss, as a plan assumes.
+    for (const overrides of [
+      { items: [51, -52, 53], maxFailures: 1 },
+      { items: [-71, -72, -73], maxFailures: 3 },
+      { items: [61, -62], maxFailures: 0 },
+    ]) {
+      const record = await run(overrides);
+      assert.equal(record.status, overrides.maxFailures ? 'SUCCEEDED' : 'FAILED', `${JSON.stringify(overrides)}: ${record.cause}`);
+      assertPlanMatchesRun(PROBE_PIPELINE, config(overrides), record);
+    }
   });
 
   it('within the tolerance, the failed item is recorded with its error and the run goes on', async () => {
