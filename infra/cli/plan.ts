@@ -66,6 +66,8 @@ export interface PlanOptions {
   readonly rejectAt?: number;
   /** rewards: Claude's usable candidates a generation. */
   readonly candidatesUsed?: number;
+  /** Every fan-out item failing at the last Task on its path, and tolerated: the data's worst case for the counts. */
+  readonly everyItemFails?: boolean;
 }
 
 const MODELS: Readonly<Record<string, (config: never, options: PlanOptions) => PlanModel>> = {
@@ -195,7 +197,8 @@ export function planRun(entry: PipelineEntry, config: unknown, options: PlanOpti
   const model = MODELS[entry.name];
   if (!model) throw new ConfigError('--plan', entry.name, `no plan model for this pipeline yet (there is one for: ${Object.keys(MODELS).join(', ')})`);
   const { definition, functions, definitions } = synthesizedOf(entry);
-  const walked = model(config as never, { claudeKey: Boolean(process.env.ANTHROPIC_API_KEY), ...options });
+  const cold = model(config as never, { claudeKey: Boolean(process.env.ANTHROPIC_API_KEY), ...options });
+  const walked = options.everyItemFails && cold.withEveryItemFailing ? cold.withEveryItemFailing() : cold;
   const counts = planCounts(definition, walked);
   const claude = walked.claude?.() ?? [];
   const parts: PayloadPart[] = [
@@ -280,9 +283,15 @@ export function planWithRange(entry: PipelineEntry, config: unknown, options: Pl
   return { plan: planRun(entry, config, { ...options, ...range.high }), low: { what: range.what, plan: planRun(entry, config, { ...options, ...range.low }) } };
 }
 
-export function printPlan(plan: RunPlan, io: Io, low?: PlanLowEnd, measured?: MeasuredFigures): void {
+export function printPlan(plan: RunPlan, io: Io, low?: PlanLowEnd, measured?: MeasuredFigures, failing?: RunPlan): void {
   const c = plan.counts;
   io.out(`plan of a cold run of ${plan.pipeline} (nothing run; every cached step a miss, every item a success)`);
+  if (failing && failing.counts.transitions !== c.transitions) {
+    const f = failing.counts;
+    io.out(
+      `if every fan-out item failed at the last Task on its path and the run went on: ${f.transitions} state transitions, ${f.historyEvents} history events, ${f.lambdaInvocations} Lambda invocations, ${f.batchJobs} Batch jobs (the failures' own path; the limits are checked on the plan below)`,
+    );
+  }
   if (low) {
     const l = low.plan.counts;
     io.out(`data decides part of it (${low.what}): below is the high end; the low end has`);

@@ -47,7 +47,12 @@ export interface PlanModel {
    * iteration succeeds. The walk enters the branch's states up to that one, then the Catch's Next.
    */
   failsAt?(guard: string, at: WalkContext): string | undefined;
+  /** The same model with every fan-out item failing at the last Task on its path, and tolerated (data's worst case). */
+  withEveryItemFailing?(): PlanModel;
 }
+
+/** What `failsAt` returns for an item that fails at the last Task on its branch's path. */
+export const LAST_TASK = '<the last Task on the path>';
 
 /**
  * A step's calls to Claude: how many (a range where the data decides: documents that survive,
@@ -169,6 +174,19 @@ const bump = (counts: Record<string, number>, key: string, by = 1) => {
   counts[key] = (counts[key] ?? 0) + by;
 };
 
+const scratchCounts = (): PlanCounts => ({
+  transitions: 0,
+  historyEvents: 0,
+  lambdaInvocations: 0,
+  lambdaByFunction: {},
+  batchJobs: 0,
+  batchByDefinition: {},
+  batchTimeouts: {},
+  serviceCalls: {},
+  mapWidths: {},
+  mapResults: {},
+});
+
 /** The counts of one execution of `graph` along the path `model` chooses. */
 export function planCounts(graph: AslGraph, model: PlanModel): PlanCounts {
   // The exact JSONPaths the definition reads somewhere (a Parameters value `"key.$": "$.steps.x"`).
@@ -196,7 +214,7 @@ const MAX_STATES_ON_A_PATH = 1_000_000;
  * Walks `graph` from its start; with `failAt`, up to and including that state, where the walk
  * stops as the state fails (returning true). A failed Task is counted as entered and invoked.
  */
-function walk(graph: AslGraph, model: PlanModel, at: WalkContext, counts: PlanCounts, failAt?: string): boolean {
+function walk(graph: AslGraph, model: PlanModel, at: WalkContext, counts: PlanCounts, failAt?: string, visited?: string[]): boolean {
   let name: string | undefined = graph.StartAt;
   let steps = 0;
   while (name !== undefined) {
@@ -206,12 +224,17 @@ function walk(graph: AslGraph, model: PlanModel, at: WalkContext, counts: PlanCo
     counts.transitions += 1;
     counts.historyEvents += state.Type === 'Map' || state.Type === 'Parallel' ? 4 : stateEvents(name, state, { mapItems: {} });
     if (state.Type === 'Task') countTask(state, counts);
+    visited?.push(name);
     if (name === failAt) return true;
     if (state.Type === 'Parallel' && state.Catch?.length) {
-      const fails = model.failsAt?.(name, at);
-      if (fails !== undefined) {
+      const said = model.failsAt?.(name, at);
+      if (said !== undefined) {
         const [branch] = state.Branches ?? [];
-        if (!branch || !walk(branch, model, at, counts, fails))
+        // The last Task on the path: a walk of the branch on scratch counts, its states in order.
+        const path: string[] = [];
+        if (said === LAST_TASK && branch) walk(branch, model, at, scratchCounts(), undefined, path);
+        const fails = said === LAST_TASK ? path.filter((n) => branch?.States[n]?.Type === 'Task').at(-1) : said;
+        if (!branch || fails === undefined || !walk(branch, model, at, counts, fails))
           throw new ConfigError('failsAt', fails, `is not a state on the path of the Parallel state ${JSON.stringify(name)}'s branch`);
         name = state.Catch[0]!.Next;
         continue;
@@ -316,6 +339,7 @@ export function coldModel(spec: ColdModelSpec): PlanModel {
     ...(spec.payloadParts ? { payloadParts: spec.payloadParts.bind(spec) } : {}),
     ...(spec.claude ? { claude: spec.claude.bind(spec) } : {}),
     ...(spec.valueAt ? { valueAt: spec.valueAt.bind(spec) } : {}),
+    withEveryItemFailing: () => coldModel({ ...spec, failsAt: () => LAST_TASK, tolerates: () => true }),
     failsAt(guard, at) {
       const state = spec.failsAt?.(guard, at);
       const step = /^(.+): Item$/.exec(guard)?.[1];

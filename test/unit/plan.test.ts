@@ -5,7 +5,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { AslGraph } from '#pipelines/steps/history.ts';
-import { planCounts, type PlanModel } from '#pipelines/steps/plan.ts';
+import { coldModel, planCounts, type PlanModel } from '#pipelines/steps/plan.ts';
 
 const lambda = { Type: 'Task', Resource: 'arn:aws:states:::lambda:invoke', Parameters: { FunctionName: 'fn-a' } };
 const job = { Type: 'Task', Resource: 'arn:aws:states:::batch:submitJob.sync', Parameters: { JobDefinition: 'def-1' } };
@@ -67,5 +67,73 @@ describe('plan walker', () => {
       States: { 'Again?': { Type: 'Choice', Choices: [{ Next: 'Again?' }], Default: 'End' }, End: { Type: 'Succeed' } },
     };
     assert.throws(() => planCounts(loop, { decide: (_n, s) => s.Choices![0]!.Next, mapItems: () => 0 }), /the walk loops/);
+  });
+
+  it("walks a failing item's branch up to the state that fails, then its Catch path; the tolerance decides the rest", () => {
+    // A fan-out as pipelines/steps/fan-out.ts builds it: a guard Parallel with a Catch per item.
+    const fanOut: AslGraph = {
+      StartAt: 'sq: Items',
+      States: {
+        'sq: Items': {
+          Type: 'Map',
+          ItemProcessor: {
+            StartAt: 'sq: Item',
+            States: {
+              'sq: Item': {
+                Type: 'Parallel',
+                Branches: [
+                  {
+                    StartAt: 'Lookup',
+                    States: {
+                      Lookup: { Type: 'Task', Resource: 'arn:aws:states:::dynamodb:getItem', Next: 'Call' },
+                      Call: { ...lambda, Next: 'Shape' },
+                      Shape: { Type: 'Pass', Next: 'Store' },
+                      Store: { Type: 'Task', Resource: 'arn:aws:states:::dynamodb:putItem', Next: 'Ok' },
+                      Ok: { Type: 'Pass', End: true },
+                    },
+                  },
+                ],
+                Catch: [{ Next: 'sq: Failure' }],
+                Next: 'sq: Item done',
+              },
+              'sq: Item done': { Type: 'Pass', End: true },
+              'sq: Failure': { Type: 'Pass', Next: 'sq: Store cause' },
+              'sq: Store cause': { Type: 'Task', Resource: 'arn:aws:states:::aws-sdk:s3:putObject', Next: 'sq: Item failed' },
+              'sq: Item failed': { Type: 'Pass', End: true },
+            },
+          } as AslGraph,
+          Next: 'sq: Failures?',
+        },
+        'sq: Failures?': { Type: 'Choice', Choices: [{ Next: 'sq: Within tolerance?' }], Default: 'Done' },
+        'sq: Within tolerance?': { Type: 'Choice', Choices: [{ Next: 'sq: Too many failures' }], Default: 'Done' },
+        'sq: Too many failures': { Type: 'Fail' },
+        Done: { ...lambda, End: true },
+      },
+    };
+    const items = [5, -1, 7, -2];
+    const spec = (maxFailures: number) => ({
+      pipeline: 'test',
+      mapItems: () => items.length,
+      failsAt: (_guard: string, at: { items: readonly { index: number }[] }) => (items[at.items.at(-1)!.index]! < 0 ? 'Call' : undefined),
+      tolerates: (_step: string, failed: number) => failed <= maxFailures,
+    });
+    // Success: Map + 4 x (Parallel, Lookup, Call, Shape, Store, Ok, Item done) + Failures? + Done.
+    const none = planCounts(fanOut, coldModel({ pipeline: 'test', mapItems: () => items.length }));
+    assert.equal(none.transitions, 1 + 4 * 7 + 2);
+    // Two fail at Call: each walks Parallel, Lookup, Call, then Failure, Store cause, Item failed (6).
+    const tolerated = planCounts(fanOut, coldModel(spec(2)));
+    assert.equal(tolerated.transitions, 1 + 2 * 7 + 2 * 6 + 3);
+    assert.equal(tolerated.lambdaInvocations, 4 + 1);
+    assert.deepEqual(tolerated.serviceCalls, { 'dynamodb:getItem': 4, 'dynamodb:putItem': 2, 's3:putObject': 2 });
+    // Past the tolerance the run fails there: no Done.
+    const refused = planCounts(fanOut, coldModel(spec(1)));
+    assert.equal(refused.transitions, 1 + 2 * 7 + 2 * 6 + 3);
+    assert.equal(refused.lambdaInvocations, 4);
+    // Every item failing at the last Task on its path (Store), tolerated.
+    const failing = planCounts(fanOut, coldModel(spec(0)).withEveryItemFailing!());
+    assert.equal(failing.transitions, 1 + 4 * (5 + 3) + 3);
+    assert.equal(failing.lambdaInvocations, 4 + 1);
+    // A state not on the branch's path is refused.
+    assert.throws(() => planCounts(fanOut, coldModel({ ...spec(4), failsAt: () => 'Nowhere' })), /failsAt: .*Nowhere/);
   });
 });
