@@ -103,7 +103,11 @@ export function requestInput(params: unknown, tokensPerImage = 0): PlanClaudeInp
   let bytes = 0;
   let images = 0;
   if (typeof p.system === 'string') bytes += utf8(p.system);
-  else for (const block of p.system ?? []) block.cache_control ? (cachedBytes += utf8(block.text ?? '')) : (bytes += utf8(block.text ?? ''));
+  else
+    for (const block of p.system ?? []) {
+      if (block.cache_control) cachedBytes += utf8(block.text ?? '');
+      else bytes += utf8(block.text ?? '');
+    }
   for (const message of p.messages ?? []) {
     if (typeof message.content === 'string') bytes += utf8(message.content);
     else
