@@ -189,11 +189,11 @@ describe('probe pipeline on the embedded runtime', () => {
     assert.ok(largestState.bytes <= bound, `${largestState.bytes} > ${bound}`);
   });
 
-  it("plans a failed item's path exactly: within the tolerance, every item failing, and past it", async () => {
-    // Items no other test runs, so every step is a cache miss, as a plan assumes.
+  it("plans a failed item's path exactly: within the tolerance and past it", async () => {
+    // Items no other test runs, so every step is a cache miss, as a plan assumes. (A run whose
+    // items all fail sums nothing, as the schema-limits test's does: its later steps would hit.)
     for (const overrides of [
       { items: [51, -52, 53], maxFailures: 1 },
-      { items: [-71, -72, -73], maxFailures: 3 },
       { items: [61, -62], maxFailures: 0 },
     ]) {
       const record = await run(overrides);
