@@ -178,9 +178,10 @@ const bump = (counts: Record<string, number>, key: string, by = 1) => {
   counts[key] = (counts[key] ?? 0) + by;
 };
 
-const scratchCounts = (): PlanCounts => ({
+/** Counts at zero; the execution's own events from `historyEvents` on. */
+const emptyCounts = (historyEvents = 0): PlanCounts => ({
   transitions: 0,
-  historyEvents: 0,
+  historyEvents,
   lambdaInvocations: 0,
   lambdaByFunction: {},
   batchJobs: 0,
@@ -195,18 +196,7 @@ const scratchCounts = (): PlanCounts => ({
 export function planCounts(graph: AslGraph, model: PlanModel): PlanCounts {
   // The exact JSONPaths the definition reads somewhere (a Parameters value `"key.$": "$.steps.x"`).
   const read = new Set([...JSON.stringify(graph).matchAll(/"[^"]*\.\$":"(\$[^"]*)"/g)].map((m) => m[1]!));
-  const counts: PlanCounts = {
-    transitions: 0,
-    historyEvents: EXECUTION_EVENTS,
-    lambdaInvocations: 0,
-    lambdaByFunction: {},
-    batchJobs: 0,
-    batchByDefinition: {},
-    batchTimeouts: {},
-    serviceCalls: {},
-    mapWidths: {},
-    mapResults: {},
-  };
+  const counts = emptyCounts(EXECUTION_EVENTS);
   walk(graph, model, { items: [] }, counts);
   for (const path of Object.keys(counts.mapResults)) if (read.has(path)) counts.mapResults[path]! *= 2;
   return counts;
@@ -236,7 +226,7 @@ function walk(graph: AslGraph, model: PlanModel, at: WalkContext, counts: PlanCo
         const [branch] = state.Branches ?? [];
         // The last Task on the path: a walk of the branch on scratch counts, its states in order.
         const path: string[] = [];
-        if (said === LAST_TASK && branch) walk(branch, model, at, scratchCounts(), undefined, path);
+        if (said === LAST_TASK && branch) walk(branch, model, at, emptyCounts(), undefined, path);
         const fails = said === LAST_TASK ? path.filter((n) => branch?.States[n]?.Type === 'Task').at(-1) : said;
         if (!branch || fails === undefined || !walk(branch, model, at, counts, fails))
           throw new ConfigError('failsAt', fails, `is not a state on the path of the Parallel state ${JSON.stringify(name)}'s branch`);
