@@ -1,5 +1,6 @@
 /** `frontier run --target aws`: start and follow an execution of a deployed pipeline stack. */
-import { runReportKey } from '#shared/cost/run-report.ts';
+import { reportUriOf, runReportKey } from '#shared/cost/run-report.ts';
+import { parseS3Uri } from '#shared/s3uri.ts';
 import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { DescribeExecutionCommand, GetExecutionHistoryCommand, SFNClient, StartExecutionCommand, type HistoryEvent } from '@aws-sdk/client-sfn';
 import { STATE_MACHINE_OUTPUT } from '#pipelines/steps/pipeline.ts';
@@ -116,8 +117,8 @@ export async function runAws(
  * report, once EventBridge has told it the run ended (pipelines/steps/run-cost.ts).
  */
 export function runCostWhere(pipeline: string, executionArn: string, output: unknown): string {
-  const reportUri = (output as { reportUri?: unknown } | undefined)?.reportUri;
-  const bucket = typeof reportUri === 'string' ? /^s3:\/\/([^/]+)\//.exec(reportUri)?.[1] : undefined;
+  const reportUri = reportUriOf(output);
+  const bucket = reportUri === undefined ? undefined : parseS3Uri(reportUri, 'reportUri').Bucket;
   const where = bucket
     ? `with the report at s3://${bucket}/${runReportKey(pipeline, executionArn.split(':').pop()!)}`
     : "in its log (this pipeline's runs have no report)";

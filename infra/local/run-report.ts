@@ -5,7 +5,7 @@
  * does the same from the execution's history.
  */
 import type { S3Client } from '@aws-sdk/client-s3';
-import { runCostLine, writeRunReport } from '#shared/cost/run-report.ts';
+import { reportUriOf, runCostLine, writeRunReport } from '#shared/cost/run-report.ts';
 import { cacheSaving, costOf, usageOfStats } from '#shared/cost/usage.ts';
 import type { ExecutionRecord } from './execution-records.ts';
 
@@ -40,8 +40,8 @@ export async function writeLocalRunCost(s3: S3Client, record: ExecutionRecord, r
   try {
     const figures = localRunCost(record, recordOf);
     line = figures.line;
-    const reportUri = (record.output as { reportUri?: unknown } | undefined)?.reportUri;
-    if (typeof reportUri !== 'string') {
+    const reportUri = reportUriOf(record.output);
+    if (reportUri === undefined) {
       record.runCost = { line };
       return;
     }

@@ -12,7 +12,7 @@ import { z } from 'zod';
 import { parseOrThrow } from '../schema.ts';
 import { ConfigError } from '../errors.ts';
 import { awsCacheSaving, awsRunUsage, type AwsUsageClients, jobDefinitionLookup } from './history-usage.ts';
-import { runCostLine, type RunReportWritten, writeRunReport } from './run-report.ts';
+import { reportUriOf, runCostLine, type RunReportWritten, writeRunReport } from './run-report.ts';
 import { costOf } from './usage.ts';
 
 /** The event, as EventBridge delivers a Standard execution's end (only what is read of it). */
@@ -79,8 +79,8 @@ export async function awsRunCost(
   const allNotes = [...read.notes, ...notes];
   // The run's own notes make the line partial; a hit not priced is said in the line already.
   const line = runCostLine(cost, saving, read.notes.length);
-  const reportUri = (output as { reportUri?: unknown } | undefined)?.reportUri;
-  if (typeof reportUri !== 'string') return { executionArn: detail.executionArn, line, notes: allNotes };
+  const reportUri = reportUriOf(output);
+  if (reportUri === undefined) return { executionArn: detail.executionArn, line, notes: allNotes };
   try {
     const written = await writeRunReport(deps.s3, {
       pipeline: deps.pipeline,

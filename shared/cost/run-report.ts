@@ -18,6 +18,12 @@ export function runReportKey(pipeline: string, executionName: string): string {
   return `runs/${pipeline}/${executionName}/report.html`;
 }
 
+/** The report a run's output names (`reportUri`, as every pipeline's Output state has it), if any. */
+export function reportUriOf(output: unknown): string | undefined {
+  const uri = (output as { reportUri?: unknown } | null | undefined)?.reportUri;
+  return typeof uri === 'string' ? uri : undefined;
+}
+
 /** Where the figures behind the line go. */
 export function runCostKey(pipeline: string, executionName: string): string {
   return `runs/${pipeline}/${executionName}/cost.json`;
