@@ -3,6 +3,7 @@
  * (epoch seconds). Keys are prefixed by kind so one table holds every kind of item.
  *
  *   CACHE#<pipeline>#<step>   / <cache key>          a cached step's output (each pipeline's steps apart)
+ *   CACHE#<pipeline>#run      / <run key>            a run's output, for a rerun of its config (run-cache.ts)
  *   ARTIFACT#<name>           / V#<000000000001>     an artifact version (immutable)
  *   ARTIFACT#<name>           / COUNTER              the version counter
  *   ARTIFACTS                 / <name>               the artifact-name directory
@@ -26,6 +27,11 @@ export function withoutKeys(item: Record<string, unknown>): Record<string, unkno
  * The partition of one pipeline's cached step: two pipelines may each have a step of the same name
  * (selfplay's and lm-sft's `train`), whose entries, code versions and `cache explain` stay apart.
  */
+/** The run cache's step id (shared/run-cache.ts): its states are `run: <state>`, its entries `CACHE#<pipeline>#run`. No step may take it. */
+export const RUN_STEP = 'run';
+/** The config check's step id: the first step of every run, made again by a run cache hit. */
+export const CONFIG_STEP = 'config';
+
 export const cachePartition = (pipeline: string, step: string) => `CACHE#${pipeline}#${step}`;
 export const cacheKeyOf = (pipeline: string, step: string, key: string) => ({ pk: cachePartition(pipeline, step), sk: key });
 export const artifactVersionKey = (name: string, version: number) => ({

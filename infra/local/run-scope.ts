@@ -5,6 +5,7 @@
  */
 import { jsonByteLength } from '#shared/json.ts';
 import { emptyStepUsage, type StepUsage, stepOfState } from '#shared/cost/usage.ts';
+import { cacheHitOf } from '#shared/run-cache.ts';
 import type { ExecutionRecord } from './execution-records.ts';
 import { TaskError } from './lambda-host.ts';
 import type { EmitRuntimeEvent } from './runtime-events.ts';
@@ -49,17 +50,16 @@ export function stepStats(record: ExecutionRecord, name: string): StepUsage {
 /**
  * A state entered, by step: one transition; a `<step>: Cache store` is one computation; a
  * `<step>: Restore` is a hit on an entry another execution computed (its id is in the entry the
- * lookup read, at _step.lookup.Item.executionId). Restore, not Cache hit: a hit whose S3 outputs
+ * lookup read, at _step.lookup.Item.executionId; the run cache's `run: Restore` has it at
+ * _run.hit.executionId). Restore, not Cache hit: a hit whose S3 outputs
  * are gone recomputes the step and never restores, so it saved nothing.
  */
 function countStepState(record: ExecutionRecord, state: { name: string; input?: unknown }): void {
   const step = stepStats(record, state.name);
   step.transitions += 1;
   if (state.name.endsWith(': Cache store')) step.stores += 1;
-  if (state.name.endsWith(': Restore')) {
-    const arn = (state.input as { _step?: { lookup?: { Item?: { executionId?: { S?: string } } } } } | undefined)?._step?.lookup?.Item?.executionId?.S;
-    if (arn) record.stats.cacheHits = [...(record.stats.cacheHits ?? []), { step: stepOfState(state.name), executionArn: arn }];
-  }
+  const hit = cacheHitOf(state.name, state.input);
+  if (hit) record.stats.cacheHits = [...(record.stats.cacheHits ?? []), hit];
 }
 
 /**

@@ -42,7 +42,7 @@ export const PpoConfig = z
  * are gone included; the step outputs a hit checks are the training job's 3 files, the report's 6
  * and the published manifest.
  */
-export const LEAGUE_HISTORY = { start: 21, generation: 124, match: 54, end: 122 } as const;
+export const LEAGUE_HISTORY = { start: 25, generation: 126, match: 54, end: 131 } as const;
 
 /** Matches a league of `generations` plays: generation g pairs its snapshot with the g + 1 players before it. */
 export const leagueMatches = (generations: number): number => (generations * (generations + 3)) / 2;
@@ -54,7 +54,7 @@ export const leagueHistoryEvents = (generations: number): number =>
 /** The events a league may plan for: every run's budget (a tenth of the 25,000 is left for retries). */
 export const LEAGUE_HISTORY_BUDGET = HISTORY_EVENT_BUDGET;
 
-/** The most generations whose league fits the budget (25: 22,143 events; 26 would record 23,725). */
+/** The most generations whose league fits the budget (25: 22,206 events; 26 would record 23,790). */
 export const MAX_GENERATIONS = (() => {
   let g = 1;
   while (leagueHistoryEvents(g + 1) <= LEAGUE_HISTORY_BUDGET) g += 1;

@@ -25,7 +25,7 @@ import { BatchJob, documentFunction, fanOut, invoke, PipelineFunction, PipelineS
 import { acknowledgeFindings, s3GrantFindings } from '#pipelines/steps/nag-findings.ts';
 import { CHAMPION_ARTIFACT } from '#shared/selfplay/arena.ts';
 import { Arena, arenaPublicFromContext } from './arena.ts';
-import { SelfPlayConfig } from './config.ts';
+import { MAX_GENERATIONS, SelfPlayConfig } from './config.ts';
 import { maxJsonCharsAt } from '#shared/schema.ts';
 
 export const SELFPLAY_PIPELINE = 'selfplay';
@@ -38,6 +38,9 @@ export class SelfPlayLeagueStack extends PipelineStack {
   constructor(scope: Construct, id: string, props: SelfPlayStackProps) {
     super(scope, id, SELFPLAY_PIPELINE, props, SelfPlayConfig);
     const { resources, steps, cache } = this;
+    this.cacheRuns(
+      'A league is a function of its config and its code: it starts from a fresh network and the two bots, every seed comes from the config, and it reads nothing an upload or another run can change; it has no approval gate.',
+    );
     // What the cache keys read besides the config: values the league's own Lambdas make.
     this.bounds
       .chars('$.league.leagueUri', 400, "the league document's content-addressed URI (data/selfplay/league/<sha256>.json)")
@@ -52,6 +55,16 @@ export class SelfPlayLeagueStack extends PipelineStack {
         "the config's ppo settings with the learning rate of the generation (one number) put in",
       )
       .chars('$.league.initialStateDict', 400, "null, or the newest snapshot's weights URI, which the train job wrote under runs/selfplay/")
+      // What the run's Output reads of the league (its entry in the run cache holds it).
+      .chars('$.league.champion', 70, "null, or the champion's player id (at most 64 characters)")
+      .chars(
+        '$.league.ratings',
+        (MAX_GENERATIONS + 2) * 200,
+        'one compact rating per player (the snapshots, at most config.generations, and the two bots): an id of at most 64 characters and four numbers',
+      )
+      .chars('$.league.generations', 24, 'the count of generations played, an integer')
+      .chars('$.league.matches', 24, 'the count of matches played, an integer')
+      .chars('$.league.failedMatches', 24, 'the count of failed matches, an integer')
       .chars('$.gen', 40, 'the generation counter, {n}: at most config.generations (40)')
       // A URI the platform makes: s3://, a bucket name (at most 63) and a key of at most 300.
       .chars('$.item.a', 1000, 'a player from plan: id (at most 64), kind, generation and two URIs the train job wrote under runs/selfplay/')

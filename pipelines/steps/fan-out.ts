@@ -17,6 +17,7 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import type { Construct } from 'constructs';
 import { ConfigError } from '#shared/errors.ts';
+import { RUN_PARTIAL_PATH } from '#shared/run-cache.ts';
 import { checkStepId, stateName } from './names.ts';
 import { acknowledgeOnStateMachine, iam5Resource } from './nag-findings.ts';
 import type { StepScope } from './resources.ts';
@@ -175,9 +176,12 @@ export function fanOut(scope: Construct, stepId: string, props: FanOutProps): sf
     cause: `More items of ${stepId} failed than the pipeline tolerates; the failed items are in the Map results`,
   });
   const done = new sfn.Pass(scope, stateName(stepId, 'Tolerated'), { result: sfn.Result.fromObject({}), resultPath: '$._fanout' });
+  // Failed items the pipeline tolerates make the run partial: the run cache does not store it, so
+  // a rerun of its config retries them, as it would if only the steps' entries were there.
+  const partial = new sfn.Pass(scope, stateName(stepId, 'Partial'), { result: sfn.Result.fromBoolean(true), resultPath: RUN_PARTIAL_PATH });
   const decide = new sfn.Choice(scope, stateName(stepId, 'Within tolerance?'))
     .when(sfn.Condition.numberGreaterThanJsonPath('$._fanout.failed.value', '$._fanout.maxFailures'), fail)
-    .otherwise(done);
+    .otherwise(partial.next(done));
   const checkAny = new sfn.Choice(scope, stateName(stepId, 'Failures?'))
     .when(sfn.Condition.booleanEquals('$._fanout.any.value', true), countFailed.next(decide))
     .otherwise(done);

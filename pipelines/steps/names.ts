@@ -1,4 +1,5 @@
 import { ConfigError } from '#shared/errors.ts';
+import { RUN_STEP } from '#shared/table.ts';
 
 /** Step Functions state names are at most 80 characters; Map iterators share one namespace locally. */
 export function stateName(stepId: string, part: string): string {
@@ -13,5 +14,6 @@ export function checkStepId(stepId: string): string {
   if (!STEP_ID.test(stepId)) {
     throw new ConfigError('stepId', stepId, 'must start with a letter and use letters, digits and "-" (at most 48)');
   }
+  if (stepId === RUN_STEP) throw new ConfigError('stepId', stepId, "is the run cache's (its states and entries): name the step otherwise");
   return stepId;
 }

@@ -322,6 +322,7 @@ export interface ColdModelSpec {
  *   `<step>: Failures?` holds when the spec's `failsAt` failed one of its items (by default none
  *   fails), and `<step>: Within tolerance?` as the spec's `tolerates` says (by default it does).
  * - `Started by upload?` as the spec says (default: not).
+ * - `run: Complete?` (the run cache's store) holds unless a fan-out's items failed; `run: Cached?` misses.
  */
 export function coldModel(spec: ColdModelSpec): PlanModel {
   const lastWidth = new Map<string, number>();
@@ -359,6 +360,8 @@ export function coldModel(spec: ColdModelSpec): PlanModel {
           return lastWidth.get(`${step[1]}: Items`) === 0 ? first(state) : state.Default!;
       }
       if (name === 'Started by upload?') return spec.startedByUpload ? first(state) : state.Default!;
+      // A run whose fan-outs tolerated failed items is partial: its run cache entry is not stored.
+      if (name === 'run: Complete?') return [...failures.values()].some((n) => n > 0) ? first(state) : state.Default!;
       throw new ConfigError('Choice', name, `${spec.pipeline}'s plan model does not say where this Choice state goes`);
     },
     mapItems(name, _state, at) {

@@ -21,10 +21,11 @@
  * - By step (a state's name before ': '), as the local counters keep them: each step's share of
  *   the above, the cache entries it stored (`<step>: Cache store` entered) and its cache hits
  *   (`<step>: Restore` entered: the entry's computing execution is in its input, at
- *   _step.lookup.Item.executionId), so `awsCacheSaving` prices what the hits saved from the
+ *   _step.lookup.Item.executionId; the run cache's `run: Restore`, at _run.hit.executionId), so `awsCacheSaving` prices what the hits saved from the
  *   histories of the runs that computed them.
  */
 import pMap from 'p-map';
+import { cacheHitOf } from '../run-cache.ts';
 import { type BatchClient, DescribeJobsCommand, type JobDetail } from '@aws-sdk/client-batch';
 import { GetFunctionConfigurationCommand, type LambdaClient } from '@aws-sdk/client-lambda';
 import { GetExecutionHistoryCommand, type HistoryEvent, ListExecutionsCommand, type SFNClient } from '@aws-sdk/client-sfn';
@@ -264,9 +265,8 @@ async function usageOfHistory(
       step.transitions += 1;
       if (name.endsWith(': Cache store')) step.stores += 1;
       if (name.endsWith(': Restore')) {
-        const input = parse(e.stateEnteredEventDetails?.input) as { _step?: { lookup?: { Item?: { executionId?: { S?: string } } } } } | undefined;
-        const arn = input?._step?.lookup?.Item?.executionId?.S;
-        if (arn) cacheHits.push({ step: stepOfState(name), executionArn: arn });
+        const hit = cacheHitOf(name, parse(e.stateEnteredEventDetails?.input));
+        if (hit) cacheHits.push(hit);
       }
     }
     if (e.type === 'MapRunStarted' && e.mapRunStartedEventDetails?.mapRunArn) mapRuns.push(e.mapRunStartedEventDetails.mapRunArn);

@@ -8,6 +8,7 @@
  * `costOf` prices a usage with a price table (prices.ts) as a low/high range: Batch on EC2 is
  * low at the spot discount the table gives and high on demand; everything else is one figure.
  */
+import { CONFIG_STEP, RUN_STEP } from '../table.ts';
 import { type ClaudePrice, PRICES, type PriceTable } from './prices.ts';
 
 export interface LambdaUsage {
@@ -261,7 +262,8 @@ export interface CacheSaving {
  * What a run's cache hits saved: for each hit, the cost of that step in the run that computed
  * the entry, divided by the computations that step made there (a fan-out's item step stores one
  * entry per item). A rerun that hits every entry a cold run stored saves that run's cost of
- * those steps, exactly.
+ * those steps, exactly. A hit on the run cache (shared/run-cache.ts) saves what the run that
+ * stored it paid for every step but its config check.
  */
 export function cacheSaving(
   hits: readonly { readonly step: string; readonly executionArn: string }[],
@@ -272,7 +274,21 @@ export function cacheSaving(
   let highUsd = 0;
   let priced = 0;
   for (const hit of hits) {
-    const step = stepsOf(hit.executionArn)?.[hit.step];
+    const steps = stepsOf(hit.executionArn);
+    if (hit.step === RUN_STEP) {
+      // A run cache hit skipped the whole run but its config check: what the run that stored the
+      // entry paid for every other step (its run-cache states are bookkeeping both runs make).
+      if (!steps?.[RUN_STEP]?.stores) continue;
+      for (const [name, usage] of Object.entries(steps)) {
+        if (name === RUN_STEP || name === CONFIG_STEP) continue;
+        const cost = costOf(usageOfStep(usage), table);
+        lowUsd += cost.lowUsd;
+        highUsd += cost.highUsd;
+      }
+      priced += 1;
+      continue;
+    }
+    const step = steps?.[hit.step];
     if (!step || step.stores === 0) continue;
     const cost = costOf(usageOfStep(step), table);
     lowUsd += cost.lowUsd / step.stores;

@@ -305,7 +305,12 @@ describe('step constructs, rendered: the probe pipeline', () => {
     const fail = get('square: Too many failures');
     assert.equal(fail.Type, 'Fail');
     assert.equal(fail['Error'], 'FanOutFailed');
-    assert.equal(decide.Default, 'square: Tolerated');
+    // Tolerated failures make the run partial (a stack that caches runs then stores no run entry).
+    assert.equal(decide.Default, 'square: Partial');
+    const partial = get('square: Partial');
+    assert.equal(partial['ResultPath'], '$._partial');
+    assert.equal(partial['Result'], true);
+    assert.equal(partial['Next'], 'square: Tolerated');
   });
 
   it('waits for approval with a task token, a timeout and a Catch for States.Timeout', () => {

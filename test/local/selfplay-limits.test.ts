@@ -23,7 +23,7 @@ import { LocalRuntime, type ExecutionRecord } from '#infra/local/runtime.ts';
 import { pipelineNamed } from '#infra/cli/config.ts';
 import { dynamoClient, s3Client } from '#shared/clients/aws.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';
-import { cachePartition } from '#shared/table.ts';
+import { cachePartition, RUN_STEP } from '#shared/table.ts';
 import { LeagueDoc } from '#shared/selfplay/league-doc.ts';
 import { MAX_GENERATIONS, SelfPlayConfig } from '#pipelines/selfplay/config.ts';
 import { SELFPLAY_PIPELINE } from '#pipelines/selfplay/stack.ts';
@@ -123,8 +123,18 @@ describe('self-play league at its limits', () => {
     } while (start);
     // Both runs' matches: the second run's later snapshots are new players (trained against other opponents).
     assert.equal(cached.length, pairs + failing - 2, 'every match was cached (the first generation played the same pairs in both)');
-    for (let i = 0; i < cached.length; i += 25) {
-      const batch = cached.slice(i, i + 25).map((item) => ({ DeleteRequest: { Key: { pk: item.pk, sk: item.sk } } }));
+    // And the runs' own entries (this config's would end the rerun with the league as it was).
+    const runEntries = await dynamoClient().send(
+      new QueryCommand({
+        TableName: table,
+        KeyConditionExpression: 'pk = :pk',
+        ExpressionAttributeValues: { ':pk': cachePartition(SELFPLAY_PIPELINE, RUN_STEP) },
+      }),
+    );
+    assert.ok(runEntries.Items!.length >= 1, "the trained league's run entry");
+    const forget = [...cached, ...runEntries.Items!];
+    for (let i = 0; i < forget.length; i += 25) {
+      const batch = forget.slice(i, i + 25).map((item) => ({ DeleteRequest: { Key: { pk: item.pk, sk: item.sk } } }));
       await dynamoClient().send(new BatchWriteCommand({ RequestItems: { [table]: batch } }));
     }
     const snapshots = league.players.filter((p) => p.kind === 'snapshot');

@@ -1,9 +1,9 @@
 /**
  * The self-play league end to end on the embedded runtime, at the `test` size: the synthesized
  * state machine trains generations with the real PyTorch job, plays every pair with
- * onnxruntime-node, fits Elo jointly and publishes the champion with its report. Then a rerun is
- * fully cached (no job, no match played), and a corrupt snapshot is recorded for its pairs while
- * the league goes on.
+ * onnxruntime-node, fits Elo jointly and publishes the champion with its report. Then a rerun ends
+ * from the run cache (no job, no match played, one invocation), and a corrupt snapshot is recorded
+ * for its pairs while the league goes on, in a partial run the run cache does not keep.
  */
 import { cacheSaving, costOf, usageOfStats, usageOfStep } from '#shared/cost/usage.ts';
 import { after, before, describe, it } from 'node:test';
@@ -15,7 +15,7 @@ import { dynamoClient, s3Client } from '#shared/clients/aws.ts';
 import { getArtifactVersion } from '#shared/artifacts.ts';
 import { LeagueDoc } from '#shared/selfplay/league-doc.ts';
 import { parseS3Uri } from '#shared/s3uri.ts';
-import { cachePartition } from '#shared/table.ts';
+import { cachePartition, RUN_STEP } from '#shared/table.ts';
 import { SELFPLAY_SIZES, SelfPlayConfig } from '#pipelines/selfplay/config.ts';
 import { SELFPLAY_PIPELINE } from '#pipelines/selfplay/stack.ts';
 import { CHAMPION_ARTIFACT } from '#shared/selfplay/arena.ts';
@@ -102,39 +102,42 @@ describe('self-play league on the embedded runtime (test size)', () => {
     assert.deepEqual(state.legalMoves, [0, 1, 2, 3, 4, 5, 6]);
   });
 
-  it('a rerun is fully cached: no training job and no match played', async () => {
+  it('a rerun ends from the run cache: no training job, no match, under 5 % of the cold run', async () => {
+    // The cold run stored its output as the run cache's entry for this config.
+    assert.equal(cold.stats.steps?.[RUN_STEP]?.stores, 1);
     const jobsBefore = runtime.counters().batchJobs;
     const invocationsBefore = runtime.counters().lambdaInvocations;
     const warm = await runtime.startExecution(SELFPLAY_PIPELINE, { config }).done;
     assert.equal(warm.status, 'SUCCEEDED', warm.cause);
     await assertRunCost(warm);
     assert.equal(runtime.counters().batchJobs - jobsBefore, 0);
-    // Exact: the same match results from the cache, fitted by the same code on the same machine.
-    assert.deepEqual((warm.output as LeagueOutput).ratings, (cold.output as LeagueOutput).ratings);
-    // Only the config check and the league bookkeeping Lambdas ran: start, plan and elo per generation.
-    assert.equal(runtime.counters().lambdaInvocations - invocationsBefore, 2 + 2 * config.generations);
-    // Priced at AWS's rates, the rerun pays no job, only its states and the bookkeeping Lambdas. At
-    // this size (a minute's training a generation) those are a fifth of the cold run; the bench
-    // measures the smoke league, whose jobs run longer, against the 5 % goal.
+    // The cold run's output, whole: ratings, league, report and the champion's version.
+    assert.deepEqual(warm.output, cold.output);
+    // Only the config check ran, and found the entry.
+    assert.equal(runtime.counters().lambdaInvocations - invocationsBefore, 1);
+    assert.deepEqual(warm.stats.cacheHits, [{ step: RUN_STEP, executionArn: cold.executionArn }]);
+    // The config check's three states, the run cache's choice and its restore.
+    assert.equal(warm.stats.statesEntered, 5);
+    // Priced at AWS's rates: the rerun's high end against the cold run's low end, for the 5 % goal.
     const coldCost = costOf(usageOfStats(cold.stats));
     const warmCost = costOf(usageOfStats(warm.stats));
     console.log(
-      `selfplay test size on AWS: cold ${coldCost.lowUsd.toFixed(4)}-${coldCost.highUsd.toFixed(4)} USD, cached rerun ${warmCost.lowUsd.toFixed(4)} USD`,
+      `selfplay test size on AWS: cold ${coldCost.lowUsd.toFixed(4)}-${coldCost.highUsd.toFixed(4)} USD, cached rerun ${warmCost.lowUsd.toFixed(6)}-${warmCost.highUsd.toFixed(6)} USD (${((100 * warmCost.highUsd) / coldCost.lowUsd).toFixed(2)} %); states entered: cold ${cold.stats.statesEntered}, rerun ${warm.stats.statesEntered}`,
     );
-    assert.ok(warmCost.highUsd < coldCost.lowUsd, `rerun ${warmCost.highUsd} against cold ${coldCost.lowUsd}`);
-    assert.ok(!warmCost.lines.some((l) => l.item.startsWith('Batch')), JSON.stringify(warmCost.lines));
-    // What it saved is what the cold run paid for the steps it skipped: every job, and each hit step's share.
-    const steps = new Map([[cold.executionArn, cold.stats.steps]]);
-    const saving = cacheSaving(warm.stats.cacheHits ?? [], (arn) => steps.get(arn));
-    assert.equal(saving.priced, saving.hits);
-    const skipped = new Set((warm.stats.cacheHits ?? []).map((h) => h.step));
+    assert.ok(warmCost.highUsd < 0.05 * coldCost.lowUsd, `rerun ${warmCost.highUsd} against cold ${coldCost.lowUsd}`);
+    // What it saved is what the cold run paid for every step it skipped: all but the config check
+    // (and the run cache's own states, which both runs make).
+    const saving = cacheSaving(warm.stats.cacheHits ?? [], (arn) => (arn === cold.executionArn ? cold.stats.steps : undefined));
+    assert.equal(saving.priced, 1);
     let expected = 0;
+    let kept = 0;
     for (const [step, usage] of Object.entries(cold.stats.steps ?? {})) {
-      if (!skipped.has(step)) continue;
-      const hits = (warm.stats.cacheHits ?? []).filter((h) => h.step === step).length;
-      expected += (costOf(usageOfStep(usage)).lowUsd * hits) / usage.stores;
+      if (step === 'config' || step === RUN_STEP) kept += costOf(usageOfStep(usage)).lowUsd;
+      else expected += costOf(usageOfStep(usage)).lowUsd;
     }
     assert.ok(Math.abs(saving.lowUsd - expected) < 1e-12, `${saving.lowUsd} against ${expected}`);
+    // The steps' shares add up to the cold run's cost: the saving is that cost less what the rerun made again.
+    assert.ok(Math.abs(coldCost.lowUsd - kept - saving.lowUsd) < 1e-9, `${coldCost.lowUsd} = ${kept} + ${saving.lowUsd}`);
     assert.ok(saving.lowUsd >= costOf({ ...usageOfStats(cold.stats), transitions: 0, lambda: { invocations: 0, billedMs: 0, gbSeconds: 0 } }).lowUsd - 1e-12);
   });
 
@@ -157,6 +160,20 @@ describe('self-play league on the embedded runtime (test size)', () => {
     const victim = cached.Items!.find((item) => JSON.parse(item.inputs as string).a.id === last.id && JSON.parse(item.inputs as string).b.id === 'tactical')!;
     assert.ok(victim, 'the cached match of the last snapshot against the tactical bot');
     await dynamoClient().send(new DeleteCommand({ TableName: table, Key: { pk: victim.pk, sk: victim.sk } }));
+    // And the run's own entry, which would end the rerun with the cold run's league.
+    const runEntries = async () =>
+      (
+        await dynamoClient().send(
+          new QueryCommand({
+            TableName: table,
+            KeyConditionExpression: 'pk = :pk',
+            ExpressionAttributeValues: { ':pk': cachePartition(SELFPLAY_PIPELINE, RUN_STEP) },
+          }),
+        )
+      ).Items ?? [];
+    const [entry] = await runEntries();
+    assert.ok(entry, "the cold run's entry");
+    await dynamoClient().send(new DeleteCommand({ TableName: table, Key: { pk: entry.pk, sk: entry.sk } }));
     await s3Client().send(new PutObjectCommand({ ...onnx, Body: Buffer.from('not an onnx model') }));
     // Warm match containers keep loaded sessions by URI (snapshot keys are written once); a
     // restart on the same data directory starts cold ones, as AWS does when it recycles them.
@@ -173,6 +190,8 @@ describe('self-play league on the embedded runtime (test size)', () => {
     assert.equal(brokenLeague.failures[0]!.pairId, `${last.id}~tactical`);
     assert.equal(brokenLeague.failures[0]!.error, 'InvalidPolicyModel');
     assert.equal(runtime.counters().batchJobs, jobs, 'no training reran');
+    // A run with a failed pair is partial: it stores no run entry, so the next run plays the pair again.
+    assert.equal((await runEntries()).length, 0);
 
     // Repaired: the next run replays that one pair and comes back to the cold run's league (the
     // same model, seed and onnxruntime on this machine give the same games, bit for bit).
@@ -182,5 +201,6 @@ describe('self-play league on the embedded runtime (test size)', () => {
     assert.equal(repaired.status, 'SUCCEEDED', repaired.cause);
     assert.equal((repaired.output as LeagueOutput).leagueUri, out.leagueUri);
     assert.equal(runtime.counters().lambdaInvocations - invocations, 2 + 2 * config.generations + 1, 'the config check and bookkeeping, plus the one match');
+    assert.equal((await runEntries()).length, 1, 'the whole league is the run entry again');
   });
 });

@@ -16,7 +16,7 @@ import { awsCacheSaving, awsRunUsage } from '#shared/cost/history-usage.ts';
 import { showAwsRun } from '#infra/cli/inspect.ts';
 import { jobDefinitionsOf } from '#infra/cli/plan.ts';
 import { DEFAULT_CLAUDE_MODEL } from '#shared/clients/anthropic.ts';
-import { costOf } from '#shared/cost/usage.ts';
+import { costOf, usageOfStep } from '#shared/cost/usage.ts';
 import { ConfigError } from '#shared/errors.ts';
 
 const REGION = 'us-east-1';
@@ -319,6 +319,51 @@ describe('a run on AWS, read back', () => {
       `cache hits on entries of ${stale}: Batch job job-gone: not found (Batch keeps a job's description for 7 days after it ends); not priced`,
       `cache hits on entries of ${gone}: that run could not be read (ExecutionDoesNotExist: Execution Does Not Exist); not priced`,
     ]);
+  });
+
+  it("prices a run cache hit from the storing run's history: every step but its config check and the run cache's own", async () => {
+    const rerun = `arn:aws:states:${REGION}:123456789012:execution:StateMachine2E01A3A5-abc:rerun-whole`;
+    const cold = `arn:aws:states:${REGION}:123456789012:execution:StateMachine2E01A3A5-abc:cold-whole`;
+    const entered = (id: number, name: string, input?: unknown): HistoryEvent => ({
+      id,
+      timestamp: at(id),
+      type: name.endsWith('Store') || name.endsWith('store') ? 'TaskStateEntered' : 'PassStateEntered',
+      stateEnteredEventDetails: { name, ...(input ? { input: JSON.stringify(input) } : {}) },
+    });
+    sfn
+      .on(GetExecutionHistoryCommand, { executionArn: rerun })
+      .resolves({
+        events: [
+          { id: 1, timestamp: at(0), type: 'ExecutionStarted' },
+          ...lambdaTask(2, 'config: Invoke', 40, {}),
+          entered(10, 'run: Cached?'),
+          entered(11, 'run: Restore', { _run: { key: 'k', hit: { output: { n: 1 }, executionId: cold } } }),
+        ],
+      })
+      .on(GetExecutionHistoryCommand, { executionArn: cold })
+      .resolves({
+        events: [
+          { id: 1, timestamp: at(0), type: 'ExecutionStarted' },
+          ...lambdaTask(2, 'config: Invoke', 40, {}),
+          entered(10, 'run: Miss'),
+          ...batchTask(20, 'job-fargate'),
+          ...lambdaTask(40, 'report: Invoke', 900, { claudeUsage: [usage] }),
+          entered(60, 'run: Cache store'),
+          entered(61, 'run: Output'),
+        ],
+      });
+    const lookup = (name: string) => (name.startsWith(`${sumDefinition.name}-`) ? { name: sumDefinition.name } : undefined);
+    const read = await awsRunUsage(rerun, clients(), lookup);
+    assert.deepEqual(read.cacheHits, [{ step: 'run', executionArn: cold }]);
+    const coldRun = await awsRunUsage(cold, clients(), lookup);
+    assert.equal(coldRun.steps.run?.stores, 1);
+    const { saving } = await awsCacheSaving(read.cacheHits, clients(), lookup);
+    const skipped = Object.entries(coldRun.steps)
+      .filter(([step]) => step !== 'config' && step !== 'run')
+      .reduce((n, [, step]) => n + costOf(usageOfStep(step)).lowUsd, 0);
+    assert.deepEqual([saving.hits, saving.priced], [1, 1]);
+    assert.ok(skipped > 0 && Math.abs(saving.lowUsd - skipped) < 1e-12, `${saving.lowUsd} against ${skipped}`);
+    assert.ok(saving.lowUsd < costOf(coldRun.usage).lowUsd, 'less than the cold run: its config check and run-cache states are not in it');
   });
 
   it('names a run on AWS by its execution ARN, and says so', async () => {
