@@ -42,7 +42,7 @@ import { sha256Hex } from '#shared/json.ts';
 import { parseOrThrow } from '#shared/schema.ts';
 import { explainCache } from './cli/cache-explain.ts';
 import { pipelineNamed, resolveConfig } from './cli/config.ts';
-import { limitBreaches, planOptionsOf, planRun, planWithRange, printPlan, refuseOverLimits, worstCase } from './cli/plan.ts';
+import { cachesRuns, limitBreaches, planOptionsOf, planRun, planWithRange, printPlan, refuseOverLimits, worstCase } from './cli/plan.ts';
 import { measuredFigures } from './cli/plan-measured.ts';
 import { listExecutionRecords } from './local/execution-records.ts';
 import { listApprovals, listArtifacts, listAwsRuns, listLocalRuns, showArtifact, showAwsRun, showLocalRun } from './cli/inspect.ts';
@@ -224,7 +224,8 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
           const options = planOptionsOf(entry, config);
           const { plan, low } = planWithRange(entry, config, options);
           const failing = planRun(entry, config, { ...worstCase(entry, config, options), everyItemFails: true });
-          printPlan(plan, io, low, measuredFigures(entry, config, listExecutionRecords(dataDir)), failing);
+          const rerun = cachesRuns(entry) ? planRun(entry, config, { ...options, runCacheHit: true }) : undefined;
+          printPlan(plan, io, low, measuredFigures(entry, config, listExecutionRecords(dataDir)), failing, rerun);
           for (const breach of limitBreaches(entry, config, worstCase(entry, config, options), plan))
             io.out(`a run of this config is refused before it starts: ${breach.driver ? `config.${breach.driver.field}: ` : ''}${breach.message}`);
           return 0;

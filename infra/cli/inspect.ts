@@ -6,12 +6,12 @@ import { dynamoClient } from '#shared/clients/aws.ts';
 import { BatchClient } from '@aws-sdk/client-batch';
 import { CloudFormationClient } from '@aws-sdk/client-cloudformation';
 import { LambdaClient } from '@aws-sdk/client-lambda';
-import { type CacheSaving, costOf, formatUsd, type RunCost, type RunUsage, usageOfStats } from '#shared/cost/usage.ts';
+import { type CacheSaving, costOf, formatUsd, type RunCost, type RunUsage, type StepUsage, usageOfStats, usageOfStep } from '#shared/cost/usage.ts';
 import { MissingDeploymentError } from '#shared/errors.ts';
 import { PIPELINES } from '../registry.ts';
 import { awsCacheSaving, awsRunUsage, type AwsUsageClients, jobDefinitionLookup } from '#shared/cost/history-usage.ts';
 import { pipelineNamed } from './config.ts';
-import { jobDefinitionsOf, planOptionsOf, planWithRange } from './plan.ts';
+import { jobDefinitionsOf, planOptionsOf, planWithRange, type RunPlan } from './plan.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { listExecutionRecords } from '../local/runtime.ts';
 import { localRunCost } from '../local/run-report.ts';
@@ -54,7 +54,9 @@ export function showLocalRun(dataDir: string, run: string, io: Io): void {
   io.out(`state transitions: ${usage.transitions}; Map items: ${record.stats.mapItemsDone} done, ${record.stats.mapItemsFailed} failed`);
   io.out(`largest state: ${record.stats.largestState.bytes} bytes (${record.stats.largestState.name || '-'}; limit 262,144)`);
   printUsage(usage, io);
-  io.out(planLine(record.pipeline, record.input));
+  const planned = planOfRun(record.pipeline, record.input);
+  io.out(planned.line);
+  printSteps(record.stats.steps ?? {}, planned.plan, io);
   printCost(cost, io);
   const byArn = new Map(records.map((r) => [r.executionArn, r]));
   const { saving, line } = localRunCost(record, (arn) => byArn.get(arn));
@@ -156,10 +158,39 @@ export async function listApprovals(where: { table: string }, io: Io): Promise<v
   for (const line of table(rows, ['id', 'pipeline', 'title', 'state', 'created', 'expires', 'decided'])) io.out(line);
 }
 
-/** The plan of the run's config beside its actuals: what a cold run of it plans, or why there is none. */
-function planLine(pipeline: string, input: unknown): string {
+/**
+ * The run's figures step by step beside its plan's: transitions, Lambda invocations and Batch jobs
+ * (actual / planned for a cold run; a cached step or a failed item makes them differ), the step's
+ * job seconds and its cost at AWS's prices.
+ */
+function printSteps(steps: Readonly<Record<string, StepUsage>>, plan: RunPlan | undefined, io: Io): void {
+  const names = [...new Set([...Object.keys(plan?.counts.steps ?? {}), ...Object.keys(steps)])];
+  const pair = (actual: number | undefined, planned: number | undefined) => `${actual ?? 0}${plan ? ` / ${planned ?? 0}` : ''}`;
+  io.out(`by step${plan ? ' (actual / planned for a cold run)' : ''}:`);
+  for (const line of table(
+    names.map((name) => {
+      const actual = steps[name];
+      const planned = plan?.counts.steps[name];
+      const cost = actual ? costOf(usageOfStep(actual)) : undefined;
+      return {
+        step: name || '(pipeline)',
+        transitions: pair(actual?.transitions, planned?.transitions),
+        Lambda: pair(actual?.lambdaInvocations, planned?.lambdaInvocations),
+        jobs: pair(actual?.batch.length, planned?.batchJobs),
+        'job seconds': (actual?.batch ?? []).reduce((n, j) => n + j.seconds, 0).toFixed(1),
+        'cache stores': actual?.stores ?? 0,
+        cost: cost ? formatUsd(cost.lowUsd, cost.highUsd) : '$0',
+      };
+    }),
+    ['step', 'transitions', 'Lambda', 'jobs', 'job seconds', 'cache stores', 'cost'],
+  ))
+    io.out(`  ${line}`);
+}
+
+/** The plan of the run's config beside its actuals: what a cold run of it plans (its line, and the plan), or why there is none. */
+function planOfRun(pipeline: string, input: unknown): { line: string; plan?: RunPlan } {
   const config = (input as { config?: Record<string, unknown> } | undefined)?.config;
-  if (!config) return 'plan: none (the run was started without a config: an upload, whose trigger fills it in)';
+  if (!config) return { line: 'plan: none (the run was started without a config: an upload, whose trigger fills it in)' };
   try {
     const entry = pipelineNamed(pipeline);
     const options = planOptionsOf(entry, config);
@@ -170,9 +201,12 @@ function planLine(pipeline: string, input: unknown): string {
     ].filter(Boolean);
     const c = plan.counts;
     const range = (l: number | undefined, h: number) => (l === undefined || l === h ? `${h}` : `${l}-${h}`);
-    return `plan of a cold run of this config${low ? ` (${low.what})` : ''}${assumed.length ? ` (planned for ${assumed.join(', ')})` : ''}: ${range(low?.plan.counts.transitions, c.transitions)} state transitions, ${range(low?.plan.counts.lambdaInvocations, c.lambdaInvocations)} Lambda invocations, ${range(low?.plan.counts.batchJobs, c.batchJobs)} Batch jobs (a cached step or a failed item makes the actuals differ)`;
+    return {
+      plan,
+      line: `plan of a cold run of this config${low ? ` (${low.what})` : ''}${assumed.length ? ` (planned for ${assumed.join(', ')})` : ''}: ${range(low?.plan.counts.transitions, c.transitions)} state transitions, ${range(low?.plan.counts.lambdaInvocations, c.lambdaInvocations)} Lambda invocations, ${range(low?.plan.counts.batchJobs, c.batchJobs)} Batch jobs (a cached step or a failed item makes the actuals differ)`,
+    };
   } catch (error) {
-    if (error instanceof ConfigError) return `plan: none (${error.message})`;
+    if (error instanceof ConfigError) return { line: `plan: none (${error.message})` };
     throw error;
   }
 }
@@ -240,7 +274,9 @@ export async function showAwsRun(run: string, io: Io, given?: AwsUsageClients & 
   io.out(`${described.name} (${entry.name}, on AWS): ${described.status}, ${seconds} s`);
   io.out(`state transitions: ${read.usage.transitions}${read.children ? ` (${read.children} Distributed Map children included)` : ''}`);
   printUsage(read.usage, io);
-  io.out(planLine(entry.name, described.input ? JSON.parse(described.input) : undefined));
+  const planned = planOfRun(entry.name, described.input ? JSON.parse(described.input) : undefined);
+  io.out(planned.line);
+  printSteps(read.steps, planned.plan, io);
   for (const note of read.notes) io.out(`note: ${note}`);
   printCost(costOf(read.usage), io);
   const { saving, notes } = await awsCacheSaving(read.cacheHits, clients, lookup);

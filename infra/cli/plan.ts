@@ -68,6 +68,24 @@ export interface PlanOptions {
   readonly candidatesUsed?: number;
   /** Every fan-out item failing at the last Task on its path, and tolerated: the data's worst case for the counts. */
   readonly everyItemFails?: boolean;
+  /** A rerun that finds the run cache's entry for its config (a stack that caches runs; shared/run-cache.ts). */
+  readonly runCacheHit?: boolean;
+}
+
+/** The run cache's Choice: a stack that caches runs has it after its config check. */
+const RUN_CACHED = 'run: Cached?';
+
+/** Whether the pipeline caches whole runs (PipelineStack.cacheRuns): its definition has the run cache's Choice. */
+export function cachesRuns(entry: PipelineEntry): boolean {
+  return RUN_CACHED in synthesizedOf(entry).definition.States;
+}
+
+/** The model with the run cache's Choice taking the hit: the config check, then the stored output. */
+function hittingRunCache(model: PlanModel): PlanModel {
+  return {
+    ...model,
+    decide: (name, state, at) => (name === RUN_CACHED ? state.Choices![0]!.Next : model.decide(name, state, at)),
+  };
 }
 
 const MODELS: Readonly<Record<string, (config: never, options: PlanOptions) => PlanModel>> = {
@@ -128,6 +146,8 @@ export interface RunPlan {
    * Lambda's retries on service errors (throttles, service exceptions) are left out.
    */
   readonly cost: { readonly low: RunCost; readonly high: RunCost };
+  /** The same range step by step (the steps of `counts.steps`): they add up to `cost`. */
+  readonly stepCost: Readonly<Record<string, { readonly low: RunCost; readonly high: RunCost }>>;
   /**
    * The largest state the run can hold, in bytes at most: the execution's input, the inline
    * Maps' result lists at their worst (every item failed or at its largest value), the parts the
@@ -198,68 +218,84 @@ export function planRun(entry: PipelineEntry, config: unknown, options: PlanOpti
   if (!model) throw new ConfigError('--plan', entry.name, `no plan model for this pipeline yet (there is one for: ${Object.keys(MODELS).join(', ')})`);
   const { definition, functions, definitions } = synthesizedOf(entry);
   const cold = model(config as never, { claudeKey: Boolean(process.env.ANTHROPIC_API_KEY), ...options });
-  const walked = options.everyItemFails && cold.withEveryItemFailing ? cold.withEveryItemFailing() : cold;
+  const failing = options.everyItemFails && cold.withEveryItemFailing ? cold.withEveryItemFailing() : cold;
+  const walked = options.runCacheHit ? hittingRunCache(failing) : failing;
   const counts = planCounts(definition, walked);
-  const claude = walked.claude?.() ?? [];
+  // A rerun that hits the run cache makes none of the cold run's Claude calls.
+  const claude = options.runCacheHit ? [] : (walked.claude?.() ?? []);
   const parts: PayloadPart[] = [
     { what: 'the execution input (the config)', bytes: Buffer.byteLength(JSON.stringify({ config })) + (options.startedByUpload ? TRIGGER_BYTES : 0) },
     ...Object.entries(counts.mapResults).map(([path, bytes]) => ({ what: `the result list at ${path}`, bytes })),
     ...(walked.payloadParts?.() ?? []),
     { what: "the steps' own results (reserve)", bytes: STEP_RESULTS_RESERVE },
   ];
-  let gbSecondsLow = 0;
-  let gbSecondsHigh = 0;
-  for (const [name, n] of Object.entries(counts.lambdaByFunction)) {
-    const fn = functions.get(name);
-    const gb = (fn?.memoryMb ?? 128) / 1024;
-    gbSecondsLow += n * gb * 0.001; // Lambda's least: 1 ms
-    gbSecondsHigh += n * gb * (fn?.timeoutSeconds ?? 900);
-  }
-  const jobs = Object.entries(counts.batchByDefinition).map(([arn, count]) => {
+  const jobOf = (arn: string) => {
     const def = definitions.get(arn);
     if (!def) throw new ConfigError('JobDefinition', arn, 'is not a job definition of the synthesized app');
     // The attempt timeout a submit sets (from the config, or a value the model knows) overrides the definition's.
     const set = counts.batchTimeouts[arn];
     const timeoutSeconds = typeof set === 'number' ? set : typeof set === 'string' ? (valueAt(config, set, walked) ?? def.timeoutSeconds) : def.timeoutSeconds;
-    return { def, count, timeoutSeconds, attempts: def.attempts ?? 1 };
-  });
-  const usage = (low: boolean): RunUsage => ({
-    transitions: counts.transitions,
-    lambda: { invocations: counts.lambdaInvocations, billedMs: 0, gbSeconds: low ? gbSecondsLow : gbSecondsHigh },
-    batch: jobs.flatMap(({ def, count, timeoutSeconds, attempts }) =>
-      Array.from({ length: count }, () => ({
-        job: def.name,
-        platform: def.resources?.platform ?? 'FARGATE',
-        ...(def.resources?.instanceType ? { instanceType: def.resources.instanceType } : {}),
-        vcpus: def.resources?.vcpus ?? 0,
-        memoryMiB: def.resources?.memoryMiB ?? 0,
-        gpus: def.resources?.gpus ?? 0,
-        // High: every attempt Batch makes (spot reclaims, failed pulls) runs to its timeout.
-        seconds: low ? 0 : attempts * timeoutSeconds,
-      })),
-    ),
-    // Claude at its most in the high end, every retry included: each request's output at its
-    // max_tokens, its input at the most bytes the config lets its builder send (a token is at least
-    // a byte), the cached prefix as a cache write.
-    claude: low
-      ? []
-      : claude.map((c) => {
-          const requests = c.calls.high * c.attempts;
-          return {
-            model: c.model,
-            inputTokens: requests * (c.maxInput.bytes + c.maxInput.imageTokens),
-            outputTokens: requests * c.maxOutputTokens,
-            cacheReadTokens: 0,
-            cacheWriteTokens: requests * c.maxInput.cachedBytes,
-          };
-        }),
-  });
+    return { def, timeoutSeconds, attempts: def.attempts ?? 1 };
+  };
+  const jobs = Object.entries(counts.batchByDefinition).map(([arn, count]) => ({ ...jobOf(arn), count }));
+  /** The usage of a share of the walk (the whole run, or one step): its states, invocations, jobs and Claude calls. */
+  const usageOf = (
+    share: { transitions: number; lambdaInvocations: number; lambdaByFunction: Record<string, number>; batchByDefinition: Record<string, number> },
+    calls: readonly PlanClaude[],
+    low: boolean,
+  ): RunUsage => {
+    let gbSeconds = 0;
+    for (const [name, n] of Object.entries(share.lambdaByFunction)) {
+      const fn = functions.get(name);
+      // Low: Lambda's least billed time, 1 ms; high: each invocation at its timeout.
+      gbSeconds += n * ((fn?.memoryMb ?? 128) / 1024) * (low ? 0.001 : (fn?.timeoutSeconds ?? 900));
+    }
+    return {
+      transitions: share.transitions,
+      lambda: { invocations: share.lambdaInvocations, billedMs: 0, gbSeconds },
+      batch: Object.entries(share.batchByDefinition).flatMap(([arn, count]) => {
+        const { def, timeoutSeconds, attempts } = jobOf(arn);
+        return Array.from({ length: count }, () => ({
+          job: def.name,
+          platform: def.resources?.platform ?? 'FARGATE',
+          ...(def.resources?.instanceType ? { instanceType: def.resources.instanceType } : {}),
+          vcpus: def.resources?.vcpus ?? 0,
+          memoryMiB: def.resources?.memoryMiB ?? 0,
+          gpus: def.resources?.gpus ?? 0,
+          // High: every attempt Batch makes (spot reclaims, failed pulls) runs to its timeout.
+          seconds: low ? 0 : attempts * timeoutSeconds,
+        }));
+      }),
+      // Claude at its most in the high end, every retry included: each request's output at its
+      // max_tokens, its input at the most bytes the config lets its builder send (a token is at least
+      // a byte), the cached prefix as a cache write.
+      claude: low
+        ? []
+        : calls.map((c) => {
+            const requests = c.calls.high * c.attempts;
+            return {
+              model: c.model,
+              inputTokens: requests * (c.maxInput.bytes + c.maxInput.imageTokens),
+              outputTokens: requests * c.maxOutputTokens,
+              cacheReadTokens: 0,
+              cacheWriteTokens: requests * c.maxInput.cachedBytes,
+            };
+          }),
+    };
+  };
+  const stepCost = Object.fromEntries(
+    Object.entries(counts.steps).map(([step, share]) => {
+      const calls = claude.filter((c) => c.step === step);
+      return [step, { low: costOf(usageOf(share, calls, true)), high: costOf(usageOf(share, calls, false)) }];
+    }),
+  );
   return {
     pipeline: entry.name,
     counts,
     payload: { bytes: parts.reduce((n, p) => n + p.bytes, 0), parts },
     claude,
-    cost: { low: costOf(usage(true)), high: costOf(usage(false)) },
+    cost: { low: costOf(usageOf(counts, claude, true)), high: costOf(usageOf(counts, claude, false)) },
+    stepCost,
     jobs: jobs.map(({ def, count, timeoutSeconds, attempts }) => ({
       definition: def.name,
       count,
@@ -283,9 +319,15 @@ export function planWithRange(entry: PipelineEntry, config: unknown, options: Pl
   return { plan: planRun(entry, config, { ...options, ...range.high }), low: { what: range.what, plan: planRun(entry, config, { ...options, ...range.low }) } };
 }
 
-export function printPlan(plan: RunPlan, io: Io, low?: PlanLowEnd, measured?: MeasuredFigures, failing?: RunPlan): void {
+export function printPlan(plan: RunPlan, io: Io, low?: PlanLowEnd, measured?: MeasuredFigures, failing?: RunPlan, rerun?: RunPlan): void {
   const c = plan.counts;
   io.out(`plan of a cold run of ${plan.pipeline} (nothing run; every cached step a miss, every item a success)`);
+  if (rerun) {
+    const r = rerun.counts;
+    io.out(
+      `a rerun of this config after a run of it succeeded ends from the run cache: ${r.transitions} state transitions, ${r.lambdaInvocations} Lambda invocation${r.lambdaInvocations === 1 ? '' : 's'}, ${r.batchJobs} Batch jobs, ${formatUsd(rerun.cost.low.lowUsd, rerun.cost.high.highUsd)}`,
+    );
+  }
   if (failing && failing.counts.transitions !== c.transitions) {
     const f = failing.counts;
     io.out(
@@ -303,6 +345,20 @@ export function printPlan(plan: RunPlan, io: Io, low?: PlanLowEnd, measured?: Me
   io.out(`history events: ${c.historyEvents} of ${HISTORY_EVENT_LIMIT.toLocaleString('en-US')} (retries add 3 each)`);
   io.out(`Lambda invocations: ${c.lambdaInvocations}`);
   io.out(`Batch jobs: ${c.batchJobs}`);
+  io.out('by step (the pipeline\'s own states, loops and Output as "(pipeline)"):');
+  for (const line of table(
+    Object.entries(c.steps).map(([step, n]) => ({
+      step: step || '(pipeline)',
+      transitions: n.transitions,
+      'history events': n.historyEvents,
+      Lambda: n.lambdaInvocations,
+      jobs: n.batchJobs,
+      cost: formatUsd(plan.stepCost[step]?.low.lowUsd ?? 0, plan.stepCost[step]?.high.highUsd ?? 0),
+    })),
+    ['step', 'transitions', 'history events', 'Lambda', 'jobs', 'cost'],
+  ))
+    io.out(`  ${line}`);
+  io.out('Batch jobs by definition:');
   for (const line of table(
     plan.jobs.map((j) => {
       const seconds = measured?.jobSeconds[j.definition];

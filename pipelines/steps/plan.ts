@@ -17,6 +17,7 @@
  * run and how wide its Maps are; where data decides (a failed item, an early stop) the model walks
  * each end of the range separately.
  */
+import { stepOfState } from '#shared/cost/usage.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { type AslGraph, type AslState, EXECUTION_EVENTS, stateEvents } from './history.ts';
 
@@ -167,6 +168,30 @@ export interface PlanCounts {
    * list as an input (a step copies its inputs into its scratch, so the state holds it twice).
    */
   mapResults: Record<string, number>;
+  /**
+   * The same counts by step (a state's name before ': ', '' for the pipeline's own states, as the
+   * runtime's counters and the AWS reader keep them), in the order the walk first entered each.
+   */
+  steps: Record<string, PlanStepCounts>;
+}
+
+/** One step's share of a plan's counts. */
+export interface PlanStepCounts {
+  transitions: number;
+  historyEvents: number;
+  lambdaInvocations: number;
+  /** By function ARN or name, as the Task names it. */
+  lambdaByFunction: Record<string, number>;
+  batchJobs: number;
+  /** By job definition, as the Task names it. */
+  batchByDefinition: Record<string, number>;
+}
+
+/** The counts of the step `name` belongs to, made on first use. */
+function stepCounts(counts: PlanCounts, name: string): PlanStepCounts {
+  const step = stepOfState(name);
+  counts.steps[step] ??= { transitions: 0, historyEvents: 0, lambdaInvocations: 0, lambdaByFunction: {}, batchJobs: 0, batchByDefinition: {} };
+  return counts.steps[step];
 }
 
 const LAMBDA_INVOKE = /^arn:aws[\w-]*:states:::lambda:invoke(\.waitForTaskToken)?$/;
@@ -190,6 +215,7 @@ const emptyCounts = (historyEvents = 0): PlanCounts => ({
   serviceCalls: {},
   mapWidths: {},
   mapResults: {},
+  steps: {},
 });
 
 /** The counts of one execution of `graph` along the path `model` chooses. */
@@ -215,9 +241,13 @@ function walk(graph: AslGraph, model: PlanModel, at: WalkContext, counts: PlanCo
     const state: AslState | undefined = graph.States[name];
     if (!state) throw new ConfigError('state', name, 'is not a state of the definition');
     if (++steps > MAX_STATES_ON_A_PATH) throw new ConfigError('decide', name, 'the walk loops: the model never leaves this loop');
+    const step = stepCounts(counts, name);
+    const events = state.Type === 'Map' || state.Type === 'Parallel' ? 4 : stateEvents(name, state, { mapItems: {} });
     counts.transitions += 1;
-    counts.historyEvents += state.Type === 'Map' || state.Type === 'Parallel' ? 4 : stateEvents(name, state, { mapItems: {} });
-    if (state.Type === 'Task') countTask(state, counts);
+    counts.historyEvents += events;
+    step.transitions += 1;
+    step.historyEvents += events;
+    if (state.Type === 'Task') countTask(state, counts, step);
     visited?.push(name);
     if (name === failAt) return true;
     if (state.Type === 'Parallel' && state.Catch?.length) {
@@ -251,9 +281,15 @@ function walk(graph: AslGraph, model: PlanModel, at: WalkContext, counts: PlanCo
       }
       for (let index = 0; index < items; index++) {
         const before = counts.historyEvents;
+        const stepsBefore = new Map(Object.entries(counts.steps).map(([k, v]) => [k, v.historyEvents]));
         counts.historyEvents += 2;
+        step.historyEvents += 2;
         walk(processor, model, { items: [...at.items, { map: name, index }] }, counts);
-        if (distributed) counts.historyEvents = before;
+        if (distributed) {
+          // The children's events are in their own histories, not the parent's, step by step too.
+          counts.historyEvents = before;
+          for (const [k, v] of Object.entries(counts.steps)) v.historyEvents = stepsBefore.get(k) ?? 0;
+        }
       }
     }
     if (state.Type === 'Parallel') for (const branch of state.Branches ?? []) walk(branch, model, at, counts);
@@ -270,16 +306,20 @@ function walk(graph: AslGraph, model: PlanModel, at: WalkContext, counts: PlanCo
   return false;
 }
 
-function countTask(state: AslState, counts: PlanCounts): void {
+function countTask(state: AslState, counts: PlanCounts, step: PlanStepCounts): void {
   const resource = typeof state.Resource === 'string' ? state.Resource : '';
   const parameters = ((state as { Parameters?: Record<string, unknown> }).Parameters ?? {}) as Record<string, unknown>;
   if (LAMBDA_INVOKE.test(resource) || LAMBDA_ARN.test(resource)) {
     counts.lambdaInvocations += 1;
+    step.lambdaInvocations += 1;
     bump(counts.lambdaByFunction, String(parameters.FunctionName ?? resource));
+    bump(step.lambdaByFunction, String(parameters.FunctionName ?? resource));
   } else if (BATCH_SYNC.test(resource)) {
     counts.batchJobs += 1;
+    step.batchJobs += 1;
     const definition = String(parameters.JobDefinition ?? 'unknown');
     bump(counts.batchByDefinition, definition);
+    bump(step.batchByDefinition, definition);
     const timeout = (parameters.Timeout ?? {}) as { AttemptDurationSeconds?: number; 'AttemptDurationSeconds.$'?: string };
     const set = timeout.AttemptDurationSeconds ?? timeout['AttemptDurationSeconds.$'];
     if (set !== undefined) counts.batchTimeouts[definition] = set;

@@ -20,6 +20,7 @@ import { SELFPLAY_SIZES, SelfPlayConfig } from '#pipelines/selfplay/config.ts';
 import { SELFPLAY_PIPELINE } from '#pipelines/selfplay/stack.ts';
 import { CHAMPION_ARTIFACT } from '#shared/selfplay/arena.ts';
 import { pipelineNamed } from '#infra/cli/config.ts';
+import { planRun } from '#infra/cli/plan.ts';
 import { startTestRuntime, stopTestRuntime } from '../support/runtime.ts';
 import { assertPlanMatchesRun } from '../support/plan.ts';
 import { assertRunCost } from '../support/run-cost.ts';
@@ -116,8 +117,10 @@ describe('self-play league on the embedded runtime (test size)', () => {
     // Only the config check ran, and found the entry.
     assert.equal(runtime.counters().lambdaInvocations - invocationsBefore, 1);
     assert.deepEqual(warm.stats.cacheHits, [{ step: RUN_STEP, executionArn: cold.executionArn }]);
-    // The config check's three states, the run cache's choice and its restore.
+    // The config check's three states, the run cache's choice and its restore, as the rerun's plan says.
     assert.equal(warm.stats.statesEntered, 5);
+    const rerunPlan = planRun(pipelineNamed(SELFPLAY_PIPELINE), config, { runCacheHit: true }).counts;
+    assert.deepEqual([rerunPlan.transitions, rerunPlan.lambdaInvocations, rerunPlan.batchJobs], [5, 1, 0]);
     // Priced at AWS's rates: the rerun's high end against the cold run's low end, for the 5 % goal.
     const coldCost = costOf(usageOfStats(cold.stats));
     const warmCost = costOf(usageOfStats(warm.stats));

@@ -253,6 +253,7 @@ describe('a run on AWS, read back', () => {
     assert.match(text, /Batch: 1 jobs, 90\.0 s/);
     assert.match(text, new RegExp(`Claude ${DEFAULT_CLAUDE_MODEL}: 2400 input, 600 output, 8000 cache-read`));
     assert.match(text, /plan of a cold run of this config: \d+ state transitions/);
+    assert.match(text, /^by step \(actual \/ planned for a cold run\):$/m);
     assert.match(text, /note: Batch job job-gone: not found/);
     assert.match(text, /cost on AWS at these figures: \$/);
     assert.match(text, /^cache: 0 hits$/m);

@@ -53,6 +53,16 @@ describe('cli: errors', () => {
     const league = capture();
     assert.equal(await main(['run', 'selfplay', '--size', 'test', '--plan'], league.io), 0, league.text());
     assert.match(league.text(), /Map widths: matches: Items \d+/);
+    // The league caches whole runs: a rerun ends in its config check. The probe does not.
+    assert.match(
+      league.text(),
+      /a rerun of this config after a run of it succeeded ends from the run cache: 5 state transitions, 1 Lambda invocation, 0 Batch jobs, \$/,
+    );
+    assert.doesNotMatch(plan.text(), /run cache/);
+    // Step by step: the training step's 3 jobs (one a generation), the config check's one invocation.
+    assert.match(league.text(), /^ {2}step +transitions +history events +Lambda +jobs +cost$/m);
+    assert.match(league.text(), /^ {2}train +\d+ +\d+ +0 +3 +\$[0-9.]+-\$[0-9.]+$/m);
+    assert.match(league.text(), /^ {2}config +3 +9 +1 +0 +\$/m);
     assert.match(plan.text(), /largest state: [\d,]+ bytes at most, of 262,144 \(the execution input/);
     // A config past a limit is refused before anything starts: no runtime, no run.
     const over = capture();
@@ -410,6 +420,10 @@ describe('cli: local commands end to end', () => {
     assert.match(shown.text(), /Lambda: 5 invocations, \d+ ms billed/);
     assert.match(shown.text(), /Batch: 1 jobs/);
     assert.match(shown.text(), /Batch on Fargate/);
+    // Step by step beside the plan: the cold run made every planned state, invocation and job.
+    assert.match(shown.text(), /^by step \(actual \/ planned for a cold run\):$/m);
+    assert.match(shown.text(), /^ {2}config +3 \/ 3 +1 \/ 1 +0 \/ 0 +0\.0 +0 +\$/m);
+    assert.match(shown.text(), /^ {2}sum +(\d+) \/ \1 +0 \/ 0 +1 \/ 1 +\d+\.\d +1 +\$/m);
     assert.match(shown.text(), /cost on AWS at these figures: \$[0-9.]+ \(us-east-1 prices of \d{4}-\d{2}-\d{2}/);
     const unknown = capture();
     assert.equal(await main(['runs', 'show', 'no-such-run', '--data-dir', dir], unknown.io), 1);

@@ -192,6 +192,37 @@ describe("a plan's high end", () => {
   });
 });
 
+describe('a plan step by step', () => {
+  it("adds up to the run's: transitions, events, invocations, jobs and both ends of the cost, Claude in its step", () => {
+    for (const [name, config] of [
+      ['probe', ProbeConfig.parse({ items: [2, 3, 5] })],
+      ['rewards', RewardsConfig.parse(REWARDS_SIZES.test)],
+    ] as const) {
+      const plan = planRun(pipelineNamed(name), config);
+      const steps = Object.values(plan.counts.steps);
+      const sum = (f: (s: (typeof steps)[number]) => number) => steps.reduce((n, s) => n + f(s), 0);
+      // The execution's own 2 events are the run's, no step's.
+      assert.deepEqual(
+        [sum((s) => s.transitions), sum((s) => s.historyEvents) + 2, sum((s) => s.lambdaInvocations), sum((s) => s.batchJobs)],
+        [plan.counts.transitions, plan.counts.historyEvents, plan.counts.lambdaInvocations, plan.counts.batchJobs],
+        name,
+      );
+      const costs = Object.values(plan.stepCost);
+      for (const end of ['low', 'high'] as const) {
+        const total = costs.reduce((n, c) => n + c[end][end === 'low' ? 'lowUsd' : 'highUsd'], 0);
+        const whole = plan.cost[end][end === 'low' ? 'lowUsd' : 'highUsd'];
+        assert.ok(Math.abs(total - whole) < 1e-9 * Math.max(1, whole), `${name} ${end}: ${total} against ${whole}`);
+      }
+    }
+    const rewards = planRun(pipelineNamed('rewards'), RewardsConfig.parse(REWARDS_SIZES.test));
+    assert.ok(
+      rewards.stepCost.propose!.high.lines.some((l) => l.item.startsWith('Claude ')),
+      'the proposals are priced in their step',
+    );
+    assert.ok(!rewards.stepCost.train!.high.lines.some((l) => l.item.startsWith('Claude ')));
+  });
+});
+
 describe("Claude's input in the high bound", () => {
   // Text of mixed widths: 1 (ASCII), 2 (Greek), 3 (CJK) and 4 (emoji, 2 UTF-16 units) bytes in UTF-8.
   const mixed = (units: number) => {
