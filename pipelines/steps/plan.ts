@@ -144,7 +144,8 @@ export const S3_RECORD_BYTES = 600;
 /** A fan-out's record without a failure item (about 510 bytes at most, see S3_RECORD_BYTES). */
 export const S3_RECORD_BYTES_NO_ITEM = 560;
 
-export interface PlanCounts {
+/** The counts of a walk, or of one step's share of it. */
+export interface PlanStepCounts {
   transitions: number;
   historyEvents: number;
   lambdaInvocations: number;
@@ -153,6 +154,9 @@ export interface PlanCounts {
   batchJobs: number;
   /** By job definition, as the Task names it. */
   batchByDefinition: Record<string, number>;
+}
+
+export interface PlanCounts extends PlanStepCounts {
   /**
    * A job's attempt timeout set at submit, by job definition: a number, or the JSONPath the
    * Task reads it from (`$.config.jobTimeoutSeconds`). Absent: the definition's own.
@@ -173,18 +177,6 @@ export interface PlanCounts {
    * runtime's counters and the AWS reader keep them), in the order the walk first entered each.
    */
   steps: Record<string, PlanStepCounts>;
-}
-
-/** One step's share of a plan's counts. */
-export interface PlanStepCounts {
-  transitions: number;
-  historyEvents: number;
-  lambdaInvocations: number;
-  /** By function ARN or name, as the Task names it. */
-  lambdaByFunction: Record<string, number>;
-  batchJobs: number;
-  /** By job definition, as the Task names it. */
-  batchByDefinition: Record<string, number>;
 }
 
 /** The counts of the step `name` belongs to, made on first use. */

@@ -328,7 +328,7 @@ describe('a run on AWS, read back', () => {
     const entered = (id: number, name: string, input?: unknown): HistoryEvent => ({
       id,
       timestamp: at(id),
-      type: name.endsWith('Store') || name.endsWith('store') ? 'TaskStateEntered' : 'PassStateEntered',
+      type: name.endsWith(': Cache store') ? 'TaskStateEntered' : 'PassStateEntered',
       stateEnteredEventDetails: { name, ...(input ? { input: JSON.stringify(input) } : {}) },
     });
     sfn
