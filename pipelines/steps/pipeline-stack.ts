@@ -261,6 +261,15 @@ export abstract class PipelineStack<R extends StepResources = StepResources> ext
     const fn = this.checkFn!;
     if (!this.runOutputMade)
       throw new ConfigError('cacheRuns', this.pipeline, "needs the run's Output made with this.output (or reportAndPublish): it stores the run's entry");
+    // An inline fan-out marks a run whose tolerated items failed as partial (not stored); a
+    // Distributed Map tolerates failures in Step Functions itself, where nothing marks the run.
+    if (this.node.findAll().some((c) => c instanceof sfn.DistributedMap)) {
+      throw new ConfigError(
+        'cacheRuns',
+        this.pipeline,
+        "cannot cache runs with a Distributed Map: its tolerated failures would be stored as the config's result",
+      );
+    }
     const { table, bucket } = this.resources;
     fn.addEnvironment(ENV.table, table.tableName);
     fn.addEnvironment(ENV.bucket, bucket.bucketName);

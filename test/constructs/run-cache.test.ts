@@ -78,12 +78,22 @@ describe('the self-play league caches its runs', () => {
 
 /** A pipeline of one Pass and an Output, whose runs are cached (its config check is the probe's). */
 class TinyRunStack extends PipelineStack {
-  constructor(scope: Construct, id: string, resources: StepResources, options: { work?: string; order?: 'late' | 'no-output' | 'two-outputs' } = {}) {
+  constructor(
+    scope: Construct,
+    id: string,
+    resources: StepResources,
+    options: { work?: string; order?: 'late' | 'no-output' | 'two-outputs' | 'distributed' } = {},
+  ) {
     super(scope, id, 'probe', { resources }, z.object({ n: z.int().max(9) }).strict());
     if (options.order === 'late') this.configCheck();
     this.cacheRuns('The output is a function of the config alone: one Pass state and the Output read nothing else.');
     const work = new sfn.Pass(this, 'Work', { result: sfn.Result.fromString(options.work ?? 'a'), resultPath: '$.work' });
     let chain = sfn.Chain.start(work);
+    if (options.order === 'distributed') {
+      const spread = new sfn.DistributedMap(this, 'Spread', { itemsPath: '$.config.items', toleratedFailurePercentage: 10 });
+      spread.itemProcessor(new sfn.Pass(this, 'Each'));
+      chain = chain.next(spread);
+    }
     if (options.order !== 'no-output') chain = chain.next(this.output('Output', { 'n.$': '$.config.n' }));
     if (options.order === 'two-outputs') chain.next(this.output('Output again', { 'n.$': '$.config.n' }));
     this.finish(chain, { timeout: Duration.hours(1) });
@@ -103,7 +113,7 @@ describe('PipelineStack.cacheRuns', () => {
     assert.notDeepEqual(tiny({ work: 'b' }), [a]);
   });
 
-  it('refuses a declaration after the config check, a stack without an Output, and a second Output', () => {
+  it('refuses a declaration after the config check, a stack without an Output, a second Output and a Distributed Map', () => {
     assert.throws(
       () => tiny({ order: 'late' }),
       (e: unknown) => e instanceof ConfigError && e.field === 'cacheRuns' && /before configCheck/.test(e.message),
@@ -115,6 +125,11 @@ describe('PipelineStack.cacheRuns', () => {
     assert.throws(
       () => tiny({ order: 'two-outputs' }),
       (e: unknown) => e instanceof ConfigError && e.field === 'output' && /one Output/.test(e.message),
+    );
+    // A Distributed Map's tolerated failures mark nothing: its runs could be stored partial.
+    assert.throws(
+      () => tiny({ order: 'distributed' }),
+      (e: unknown) => e instanceof ConfigError && e.field === 'cacheRuns' && /Distributed Map/.test(e.message),
     );
   });
 
