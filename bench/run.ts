@@ -280,7 +280,7 @@ async function leagueRerun(): Promise<void> {
     };
     console.log(
       `smoke league: cold ${coldSeconds.toFixed(0)} s, fully cached rerun ${rerunSeconds.toFixed(2)} s, ratio ${ratio.toFixed(4)} (goal <= 0.05); ` +
-        `rerun started ${warm.stats.batchJobs} Batch jobs and ${warm.stats.lambdaInvocations} Lambda invocations (the config check and league bookkeeping only)`,
+        `rerun started ${warm.stats.batchJobs} Batch jobs and ${warm.stats.lambdaInvocations} Lambda invocations (the config check, which found the run cache's entry)`,
     );
     console.log(`smoke league ${cost.text}`);
     console.log(
