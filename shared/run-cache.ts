@@ -18,14 +18,11 @@
  * - A lookup that fails (throttled past the SDK's retries) is a miss: the run computes, and the
  *   steps' own entries still save what they can.
  */
-import { HeadObjectCommand } from '@aws-sdk/client-s3';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import pMap from 'p-map';
-import { dynamoClient, s3Client } from './clients/aws.ts';
+import { dynamoClient, objectExists } from './clients/aws.ts';
 import { canonicalJson, sha256Hex } from './json.ts';
 import { cacheKeyOf, RUN_STEP } from './table.ts';
-
-export { RUN_STEP } from './table.ts';
 
 /** The state the run's cache check writes: `{config, key}` on a miss, `{key, hit}` on a hit. */
 export const RUN_STATE = '$._run';
@@ -72,20 +69,9 @@ export function bucketObjectsOf(output: unknown, bucket: string): { Bucket: stri
 
 /** The first of the objects that is gone (HeadObject, a few at a time), if any. */
 async function firstMissing(objects: { Bucket: string; Key: string }[]): Promise<string | undefined> {
-  const gone = await pMap(
-    objects,
-    async (object) => {
-      try {
-        await s3Client().send(new HeadObjectCommand(object));
-        return undefined;
-      } catch (error) {
-        const e = error as { name?: string; $metadata?: { httpStatusCode?: number } };
-        if (e?.name === 'NotFound' || e?.name === 'NoSuchKey' || e?.$metadata?.httpStatusCode === 404) return `s3://${object.Bucket}/${object.Key}`;
-        throw error;
-      }
-    },
-    { concurrency: HEAD_CONCURRENCY },
-  );
+  const gone = await pMap(objects, async (o) => ((await objectExists(o.Bucket, o.Key)) ? undefined : `s3://${o.Bucket}/${o.Key}`), {
+    concurrency: HEAD_CONCURRENCY,
+  });
   return gone.find((uri) => uri !== undefined);
 }
 

@@ -5,7 +5,7 @@
  */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, HeadObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { errorName, NoSuchBucket, NoSuchKey } from '../errors.ts';
 import { parseS3Uri } from '../s3uri.ts';
 import { SFNClient } from '@aws-sdk/client-sfn';
@@ -63,6 +63,18 @@ export async function readObjectBytes(uri: string, field = 'uri'): Promise<Buffe
   const chunks: Uint8Array[] = [];
   for await (const chunk of out.Body as AsyncIterable<Uint8Array>) chunks.push(chunk);
   return Buffer.concat(chunks);
+}
+
+/** Whether the object exists (HeadObject); errors other than its absence are thrown. */
+export async function objectExists(bucket: string, key: string): Promise<boolean> {
+  try {
+    await s3Client().send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
+    return true;
+  } catch (error) {
+    const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+    if (status === 404 || ['NotFound', 'NoSuchKey'].includes(errorName(error))) return false;
+    throw error;
+  }
 }
 
 export function sfnClient(): SFNClient {

@@ -11,7 +11,7 @@
  */
 import { z } from 'zod';
 import { OracleJobFailed } from './errors.ts';
-import { readObjectBytes } from '../clients/aws.ts';
+import { objectExists, readObjectBytes } from '../clients/aws.ts';
 import { APPROVAL_ITEMS_PREFIX } from '../approval.ts';
 import { ConfigError } from '../errors.ts';
 import { readOutcomes } from '../fan-out.ts';
@@ -34,7 +34,6 @@ import {
 } from './discovery.ts';
 import { buildDefaultPool, moleculeSvg, morganFingerprint, parsePoolFile, type PoolResult } from './pool.ts';
 import {
-  exists,
   lookupOracle,
   oracleVersion,
   poolKeys,
@@ -86,7 +85,7 @@ export async function loadOrBuildPool(ctx: StoreContext, spec: PoolSpec): Promis
   const keys = poolKeys(ctx.pipeline, buildKey);
   const uri = `s3://${ctx.bucket}/${keys.doc}`;
   const fingerprintsUri = `s3://${ctx.bucket}/${keys.fingerprints}`;
-  if ((await exists(ctx.bucket, keys.doc)) && (await exists(ctx.bucket, keys.fingerprints))) {
+  if ((await objectExists(ctx.bucket, keys.doc)) && (await objectExists(ctx.bucket, keys.fingerprints))) {
     return { uri, fingerprintsUri, doc: await readPool(uri), built: false };
   }
   let result: PoolResult & { candidates?: number };

@@ -6,28 +6,16 @@
  * - the oracle cache in the table: one item per (oracle version, canonical SMILES), the oracle
  *   version being the job's code version with the xTB settings. A molecule is measured once.
  */
-import { HeadObjectCommand } from '@aws-sdk/client-s3';
 import { BatchGetCommand, BatchWriteCommand, type BatchGetCommandOutput, type BatchWriteCommandOutput } from '@aws-sdk/lib-dynamodb';
 import { z } from 'zod';
-import { dynamoClient, readObjectBytes, s3Client } from '../clients/aws.ts';
+import { dynamoClient, readObjectBytes } from '../clients/aws.ts';
 import { parseJsonBytes, readContentAddressed, writeContentAddressed, writeFile, type S3Written } from '../documents.ts';
-import { ConfigError, errorName, PipelineError } from '../errors.ts';
+import { ConfigError, PipelineError } from '../errors.ts';
 import { canonicalJson, sha256Hex } from '../json.ts';
 import { parseOrThrow } from '../schema.ts';
 import { oracleKey } from '../table.ts';
 import { type Campaign, type OracleResult, parseCampaign } from './discovery.ts';
 import type { Fingerprint } from './surrogate.ts';
-
-export async function exists(bucket: string, key: string): Promise<boolean> {
-  try {
-    await s3Client().send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
-    return true;
-  } catch (error) {
-    const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
-    if (status === 404 || ['NotFound', 'NoSuchKey'].includes(errorName(error))) return false;
-    throw error;
-  }
-}
 
 // ---- the pool ----
 
