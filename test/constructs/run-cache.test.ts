@@ -82,9 +82,9 @@ class TinyRunStack extends PipelineStack {
     scope: Construct,
     id: string,
     resources: StepResources,
-    options: { work?: string; order?: 'late' | 'no-output' | 'two-outputs' | 'distributed' } = {},
+    options: { work?: string; order?: 'late' | 'no-output' | 'two-outputs' | 'distributed'; noteChars?: number } = {},
   ) {
-    super(scope, id, 'probe', { resources }, z.object({ n: z.int().max(9) }).strict());
+    super(scope, id, 'probe', { resources }, z.object({ n: z.int().max(9), note: z.string().max(options.noteChars ?? 100) }).strict());
     if (options.order === 'late') this.configCheck();
     this.cacheRuns('The output is a function of the config alone: one Pass state and the Output read nothing else.');
     const work = new sfn.Pass(this, 'Work', { result: sfn.Result.fromString(options.work ?? 'a'), resultPath: '$.work' });
@@ -94,7 +94,7 @@ class TinyRunStack extends PipelineStack {
       spread.itemProcessor(new sfn.Pass(this, 'Each'));
       chain = chain.next(spread);
     }
-    if (options.order !== 'no-output') chain = chain.next(this.output('Output', { 'n.$': '$.config.n' }));
+    if (options.order !== 'no-output') chain = chain.next(this.output('Output', { 'n.$': '$.config.n', 'note.$': '$.config.note' }));
     if (options.order === 'two-outputs') chain.next(this.output('Output again', { 'n.$': '$.config.n' }));
     this.finish(chain, { timeout: Duration.hours(1) });
   }
@@ -131,6 +131,16 @@ describe('PipelineStack.cacheRuns', () => {
       () => tiny({ order: 'distributed' }),
       (e: unknown) => e instanceof ConfigError && e.field === 'cacheRuns' && /Distributed Map/.test(e.message),
     );
+  });
+
+  it("refuses, at synth, an output and config whose entry's put could pass the 256 KiB a state takes", () => {
+    // The note is in the config and in the output: the put holds both as strings, escaped again.
+    // 40,000 characters at their worst escaping (6 each, as \u0000) bound the entry at about 1 MB.
+    assert.throws(
+      () => tiny({ noteChars: 40_000 }),
+      (e: unknown) => e instanceof ConfigError && e.field === 'probe: run cache entry' && /200 KiB/.test(e.message),
+    );
+    assert.match(tiny({ noteChars: 1_000 })[0] ?? '', /^[0-9a-f]{32}$/);
   });
 
   it("refuses a reason that does not say why, and a step that takes the run cache's id", () => {
