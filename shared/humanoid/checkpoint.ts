@@ -17,6 +17,7 @@ import { writeFile } from '../documents.ts';
 import { ConfigError } from '../errors.ts';
 import { sha256Hex } from '../json.ts';
 import { parseOrThrow } from '../schema.ts';
+import { weightCount } from './ars.ts';
 import { ACTIONS, OBSERVATION_SIZE } from './task.ts';
 
 export const CHECKPOINT_FILE = 'checkpoint.json';
@@ -138,4 +139,40 @@ export async function readCheckpoint(uri: string, field = 'checkpoint'): Promise
       return body;
     },
   };
+}
+
+/** An ARS checkpoint's raw parameters. */
+export const ARS_PARAMS_FILE = 'params.json';
+
+/** ARS's raw parameters in a checkpoint: enough to resume exactly. */
+export const ArsParams = z.object({
+  trainer: z.literal('ars'),
+  iteration: z.int().min(0),
+  steps: z.int().min(0),
+  seed: z.int(),
+  weights: z.array(z.number()).length(weightCount(OBSERVATION_SIZE, ACTIONS.size)),
+  /** The run's first policy (absent in checkpoints older than the balance start: zero). */
+  start: z.enum(['balance', 'zero']).optional(),
+  /** The normaliser the weights act through, when it is held rather than learnt from `stats` (the balance start's). */
+  normaliser: z.object({ mean: z.array(z.number()).length(OBSERVATION_SIZE), std: z.array(z.number().positive()).length(OBSERVATION_SIZE) }).optional(),
+  stats: z.object({
+    count: z.int().min(0),
+    sum: z.array(z.number()).length(OBSERVATION_SIZE),
+    sumSquares: z.array(z.number()).length(OBSERVATION_SIZE),
+  }),
+  history: z.array(z.unknown()),
+});
+
+/** An ARS checkpoint's params.json, checked. */
+export async function arsParamsOf(checkpoint: ReadCheckpoint, field: string): Promise<z.infer<typeof ArsParams>> {
+  return parseOrThrow(ArsParams, JSON.parse((await checkpoint.file(ARS_PARAMS_FILE)).toString('utf8')), `${field} ${ARS_PARAMS_FILE}`);
+}
+
+/**
+ * The first policy an ARS checkpoint's run started from, as its params.json records it (a
+ * checkpoint older than the balance start: zero). A continued run keeps its checkpoint's start
+ * whatever its config says, so this, not the config, is what the report shows.
+ */
+export async function checkpointArsStart(checkpoint: ReadCheckpoint, field = 'checkpoint'): Promise<'balance' | 'zero'> {
+  return (await arsParamsOf(checkpoint, field)).start ?? 'zero';
 }

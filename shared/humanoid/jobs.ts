@@ -15,13 +15,15 @@ import { s3Client } from '../clients/aws.ts';
 import { ConfigError } from '../errors.ts';
 import type { JobContext } from '../job.ts';
 import { parseOrThrow } from '../schema.ts';
-import { emptyStats, type LinearPolicy, normaliser, weightCount, zeroPolicy } from './ars.ts';
+import { emptyStats, type LinearPolicy, normaliser, zeroPolicy } from './ars.ts';
 import {
   CHECKPOINT_FILE,
   CHECKPOINTS_PREFIX,
   type HistoryEntry,
   MAX_CHECKPOINTS,
   POLICY_FILE,
+  ARS_PARAMS_FILE,
+  arsParamsOf,
   readCheckpoint,
   RUN_NAME,
   writeCheckpoint,
@@ -34,8 +36,6 @@ import { filmMp4, replay } from './replay.ts';
 import type { RolloutPool } from './rollouts.ts';
 import { ACTIONS, OBSERVATION_SIZE, TIMING } from './task.ts';
 import { type IterationFigures, type TrainState, trainArs } from './train-ars.ts';
-
-export const ARS_PARAMS_FILE = 'params.json';
 
 export const ArsSettings = z
   .object({
@@ -117,25 +117,6 @@ export const ReplaySpec = z
   .strict();
 export type ReplaySpec = z.infer<typeof ReplaySpec>;
 
-/** ARS's raw parameters in a checkpoint: enough to resume exactly. */
-const ArsParams = z.object({
-  trainer: z.literal('ars'),
-  iteration: z.int().min(0),
-  steps: z.int().min(0),
-  seed: z.int(),
-  weights: z.array(z.number()).length(weightCount(OBSERVATION_SIZE, ACTIONS.size)),
-  /** The run's first policy (absent in checkpoints older than the balance start: zero). */
-  start: z.enum(['balance', 'zero']).optional(),
-  /** The normaliser the weights act through, when it is held rather than learnt from `stats` (the balance start's). */
-  normaliser: z.object({ mean: z.array(z.number()).length(OBSERVATION_SIZE), std: z.array(z.number().positive()).length(OBSERVATION_SIZE) }).optional(),
-  stats: z.object({
-    count: z.int().min(0),
-    sum: z.array(z.number()).length(OBSERVATION_SIZE),
-    sumSquares: z.array(z.number()).length(OBSERVATION_SIZE),
-  }),
-  history: z.array(z.unknown()),
-});
-
 function paramsOf(state: TrainState, seed: number, start: ArsStart): string {
   return JSON.stringify({
     trainer: 'ars',
@@ -156,7 +137,7 @@ async function stateFromCheckpoint(uri: string, field: string): Promise<{ state:
   if (checkpoint.manifest.trainer !== 'ars') {
     throw new ConfigError(field, uri, `is a ${checkpoint.manifest.trainer} checkpoint: the CPU trainer continues only ARS checkpoints`);
   }
-  const params = parseOrThrow(ArsParams, JSON.parse((await checkpoint.file(ARS_PARAMS_FILE)).toString('utf8')), `${field} ${ARS_PARAMS_FILE}`);
+  const params = await arsParamsOf(checkpoint, field);
   const stats = emptyStats(OBSERVATION_SIZE);
   stats.count = params.stats.count;
   stats.sum.set(params.stats.sum);

@@ -20,7 +20,7 @@ import { readOutcomes } from '../fan-out.ts';
 import { type StepContext, stepHandler, writeJson } from '../pipeline-steps.ts';
 import { parseOrThrow } from '../schema.ts';
 import { loadPolicyActor } from './policy-actor.ts';
-import { CHECKPOINT_FILE, CHECKPOINTS_PREFIX, POLICY_FILE, readCheckpoint, RUN_NAME } from './checkpoint.ts';
+import { CHECKPOINT_FILE, CHECKPOINTS_PREFIX, checkpointArsStart, POLICY_FILE, type ReadCheckpoint, readCheckpoint, RUN_NAME } from './checkpoint.ts';
 import type { ReplayMetrics } from './replay.ts';
 import { type HumanoidReportInput, humanoidMetrics, humanoidReportHtml, type ReplayFigures } from './report.ts';
 import {
@@ -193,6 +193,9 @@ export async function liveStep(ctx: StepContext, raw: unknown) {
 // ---------------------------------------------------------------------------------------------
 // report (a training run's end)
 
+/** A setting as the report's table shows it. */
+const Setting = z.union([z.string(), z.number(), z.boolean(), z.null()]);
+
 const ReportRequest = z
   .object({
     run: z.string().regex(RUN_NAME),
@@ -206,9 +209,44 @@ const ReportRequest = z
       })
       .passthrough(),
     replays: z.unknown(),
-    settings: z.record(z.string(), z.union([z.string(), z.number(), z.boolean(), z.null()])),
+    settings: z
+      .object({
+        trainer: z.enum(['ars', 'ppo']),
+        seed: z.int(),
+        ars: z.record(z.string(), Setting),
+        env: z.record(z.string(), Setting),
+        ppo: z.record(z.string(), Setting),
+      })
+      .strict(),
   })
   .strict();
+
+/**
+ * The settings table of a run's report: the seed and the settings of the trainer that ran (ARS's
+ * with the environment's, or PPO's), each named by its config path. For ARS the start is the one
+ * the final checkpoint records, which a continued run takes from its checkpoint whatever its config
+ * says; where the two differ the row says so.
+ */
+export async function reportSettings(
+  settings: z.infer<typeof ReportRequest>['settings'],
+  checkpoint: ReadCheckpoint,
+): Promise<Record<string, z.infer<typeof Setting>>> {
+  const rows: Record<string, z.infer<typeof Setting>> = { trainer: settings.trainer, seed: settings.seed };
+  const group = (name: 'ars' | 'env' | 'ppo') => {
+    for (const [key, value] of Object.entries(settings[name])) rows[`${name}.${key}`] = value;
+  };
+  if (settings.trainer === 'ppo') {
+    group('ppo');
+    return rows;
+  }
+  group('ars');
+  const start = await checkpointArsStart(checkpoint, 'train.checkpoint');
+  if (settings.ars.start !== undefined && settings.ars.start !== start)
+    rows['ars.start'] = `${start} (from the checkpoint; the config says ${settings.ars.start})`;
+  else rows['ars.start'] = start;
+  group('env');
+  return rows;
+}
 
 /** The task's constants as the GPU job reads them (batch-jobs/humanoid-gpu). */
 export function gpuTaskSpec() {
@@ -256,7 +294,7 @@ export async function reportStep(ctx: StepContext, raw: unknown) {
     replays: replays.map((r): ReplayFigures => ({ step, metrics: r.metrics })),
     films,
     checkpoints,
-    settings: request.settings,
+    settings: await reportSettings(request.settings, checkpoint),
     resumedFrom: request.train.startedFrom ?? null,
     stepsPerSecond: request.train.stepsPerSecond ?? null,
   };

@@ -19,6 +19,7 @@ import { jobContext } from '#shared/job.ts';
 import { zeroPolicy } from '#shared/humanoid/ars.ts';
 import { CHECKPOINT_FILE, checkpointFolder, readCheckpoint, writeCheckpoint } from '#shared/humanoid/checkpoint.ts';
 import { latestCheckpoint, runReplay, runTrain, type TrainSpec } from '#shared/humanoid/jobs.ts';
+import { reportSettings } from '#shared/humanoid/steps.ts';
 import { linearPolicyOnnx } from '#shared/humanoid/onnx-policy.ts';
 import { RolloutPool } from '#shared/humanoid/rollouts.ts';
 import { startS3rver, type S3Emulator } from '#infra/local/emulators.ts';
@@ -138,6 +139,43 @@ describe('humanoid CPU job: train', () => {
     assert.equal(resumed.start, 'balance');
     const [a, b] = [await params(whole.checkpoint), await params(resumed.checkpoint)];
     for (let i = 0; i < a.weights.length; i++) assert.ok(Math.abs(a.weights[i]! - b.weights[i]!) < 1e-12, `weight ${i}`);
+  });
+
+  it("reports the trainer's own settings, and the start its checkpoint records over the config's", async () => {
+    const balance = await readCheckpoint((await runTrain(spec('report-balance', 1, null, 'balance'), ctx('report-balance'), pool)).checkpoint);
+    const settings = {
+      trainer: 'ars' as const,
+      seed: 3,
+      ars: { iterations: 1, start: 'zero', directions: 2 },
+      env: { pushes: true, noiseLevel: 1 },
+      ppo: { numEnvs: 8192, terrain: 'flat' },
+    };
+    // A continued run whose config says zero keeps its checkpoint's balance start: the row says both.
+    assert.deepEqual(await reportSettings(settings, balance), {
+      trainer: 'ars',
+      seed: 3,
+      'ars.iterations': 1,
+      'ars.start': 'balance (from the checkpoint; the config says zero)',
+      'ars.directions': 2,
+      'env.pushes': true,
+      'env.noiseLevel': 1,
+    });
+    assert.equal((await reportSettings({ ...settings, ars: { ...settings.ars, start: 'balance' } }, balance))['ars.start'], 'balance');
+    // A checkpoint from before the balance start records none: it started from zeros.
+    const { start: _, ...older } = JSON.parse((await balance.file('params.json')).toString('utf8'));
+    const old = await writeCheckpoint(
+      BUCKET,
+      { trainer: 'ars', run: 'report-old', step: 1, history: [] },
+      { 'policy.onnx': await balance.file('policy.onnx'), 'params.json': JSON.stringify(older) },
+    );
+    assert.equal((await reportSettings({ ...settings, ars: { ...settings.ars, start: 'zero' } }, await readCheckpoint(old.uri)))['ars.start'], 'zero');
+    // PPO's run shows PPO's settings, none of ARS's or the CPU twin's episodes.
+    assert.deepEqual(await reportSettings({ ...settings, trainer: 'ppo' }, balance), {
+      trainer: 'ppo',
+      seed: 3,
+      'ppo.numEnvs': 8192,
+      'ppo.terrain': 'flat',
+    });
   });
 
   it('refuses a checkpoint of another trainer or with a tampered file, naming it', async () => {
