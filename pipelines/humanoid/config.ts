@@ -9,8 +9,9 @@
  * training and never publishes; any other run publishes the artifact `g1-run-policy`.
  */
 import { z } from 'zod';
-import { MAX_CHECKPOINTS } from '#shared/humanoid/checkpoint.ts';
+import { ARS_STARTS, MAX_CHECKPOINTS } from '#shared/humanoid/checkpoint.ts';
 import { COMMANDS, TIMING } from '#shared/humanoid/task.ts';
+import { TRAIN_OBJECTIVES } from '#shared/humanoid/train-ars.ts';
 import { MAX_S3_URI_CHARS } from '#shared/schema.ts';
 
 /** Replay commands a run may list: each is a replay job per checkpoint. */
@@ -43,22 +44,31 @@ export const HumanoidConfig = z
       .object({
         iterations: count(1, 100_000).default(300),
         /**
-         * Where a new run starts: `balance`, the LQR balance controller (shared/humanoid/balance.ts:
-         * it stands for all 500 steps before any search), with its own normaliser held; `zero`, a
-         * zero policy with the normaliser learnt from the first `normaliserIterations` iterations.
+         * Where a new run starts: `gait`, the balance controller marching in place, searched only
+         * along its gait's 21 directions (shared/humanoid/gait.ts); `balance`, the LQR balance
+         * controller (shared/humanoid/balance.ts: it stands for all 500 steps before any search),
+         * searched along every weight; both with the controller's normaliser held; `zero`, a zero
+         * policy with the normaliser learnt from the first `normaliserIterations` iterations.
          */
-        start: z.enum(['balance', 'zero']).default('balance'),
+        start: z.enum(ARS_STARTS).default('gait'),
+        /**
+         * What rollouts are ranked by: `progress`, staying up first, then forward speed; `return`,
+         * the task's reward (upstream's), which ranks a march below standing still.
+         */
+        objective: z.enum(TRAIN_OBJECTIVES).default('progress'),
         /** Directions per iteration (N); two rollouts each. */
         directions: count(1, 1_024).default(32),
         /** The best directions kept (b). */
         topDirections: count(1, 1_024).default(16),
         /**
-         * alpha and nu. For the balance start, 0.002 each: the paper's 0.02 and 0.0075 moved the
-         * controller's gains enough that it fell within 5 iterations (measured: steps upright 500 -> 87).
-         * The zero start's figures in the README were measured with the paper's: set them with it.
+         * alpha and nu. For the gait start they are in the gait's units (radians of a joint's
+         * reference): 0.02 and 0.03. For the balance start set 0.002 each: the paper's 0.02 and
+         * 0.0075 moved the controller's gains enough that it fell within 5 iterations (measured:
+         * steps upright 500 -> 87). The zero start's figures in the README were measured with the
+         * paper's 0.02 and 0.0075.
          */
-        stepSize: z.number().positive().max(10).default(0.002),
-        noise: z.number().positive().max(10).default(0.002),
+        stepSize: z.number().positive().max(10).default(0.02),
+        noise: z.number().positive().max(10).default(0.03),
         rolloutSteps: count(1, TIMING.episodeSteps).default(500),
         evaluations: count(1, 64).default(4),
         checkpointEvery: count(1, 100_000).default(25),

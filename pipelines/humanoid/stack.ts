@@ -189,6 +189,7 @@ export class HumanoidStack extends PipelineStack {
           ars: {
             'iterations.$': '{inputs}.ars.iterations',
             'start.$': '{inputs}.ars.start',
+            'objective.$': '{inputs}.ars.objective',
             'directions.$': '{inputs}.ars.directions',
             'topDirections.$': '{inputs}.ars.topDirections',
             'stepSize.$': '{inputs}.ars.stepSize',
@@ -209,6 +210,7 @@ export class HumanoidStack extends PipelineStack {
         ars: {
           'iterations.$': '$.config.ars.iterations',
           'start.$': '$.config.ars.start',
+          'objective.$': '$.config.ars.objective',
           'directions.$': '$.config.ars.directions',
           'topDirections.$': '$.config.ars.topDirections',
           'stepSize.$': '$.config.ars.stepSize',
@@ -275,6 +277,7 @@ export class HumanoidStack extends PipelineStack {
           ars: {
             'iterations.$': '$.config.ars.iterations',
             'start.$': '$.config.ars.start',
+            'objective.$': '$.config.ars.objective',
             'directions.$': '$.config.ars.directions',
             'stepSize.$': '$.config.ars.stepSize',
             'noise.$': '$.config.ars.noise',

@@ -144,6 +144,9 @@ export async function readCheckpoint(uri: string, field = 'checkpoint'): Promise
 /** An ARS checkpoint's raw parameters. */
 export const ARS_PARAMS_FILE = 'params.json';
 
+/** Where an ARS run starts (jobs.ts): the balance controller, the gait start or zeros. */
+export const ARS_STARTS = ['balance', 'gait', 'zero'] as const;
+
 /** ARS's raw parameters in a checkpoint: enough to resume exactly. */
 export const ArsParams = z.object({
   trainer: z.literal('ars'),
@@ -152,8 +155,8 @@ export const ArsParams = z.object({
   seed: z.int(),
   weights: z.array(z.number()).length(weightCount(OBSERVATION_SIZE, ACTIONS.size)),
   /** The run's first policy (absent in checkpoints older than the balance start: zero). */
-  start: z.enum(['balance', 'zero']).optional(),
-  /** The normaliser the weights act through, when it is held rather than learnt from `stats` (the balance start's). */
+  start: z.enum(ARS_STARTS).optional(),
+  /** The normaliser the weights act through, when it is held rather than learnt from `stats` (the balance and gait starts'). */
   normaliser: z.object({ mean: z.array(z.number()).length(OBSERVATION_SIZE), std: z.array(z.number().positive()).length(OBSERVATION_SIZE) }).optional(),
   stats: z.object({
     count: z.int().min(0),
@@ -173,6 +176,6 @@ export async function arsParamsOf(checkpoint: ReadCheckpoint, field: string): Pr
  * checkpoint older than the balance start: zero). A continued run keeps its checkpoint's start
  * whatever its config says, so this, not the config, is what the report shows.
  */
-export async function checkpointArsStart(checkpoint: ReadCheckpoint, field = 'checkpoint'): Promise<'balance' | 'zero'> {
+export async function checkpointArsStart(checkpoint: ReadCheckpoint, field = 'checkpoint'): Promise<(typeof ARS_STARTS)[number]> {
   return (await arsParamsOf(checkpoint, field)).start ?? 'zero';
 }

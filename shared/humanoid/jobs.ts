@@ -23,26 +23,34 @@ import {
   MAX_CHECKPOINTS,
   POLICY_FILE,
   ARS_PARAMS_FILE,
+  ARS_STARTS,
   arsParamsOf,
   readCheckpoint,
   RUN_NAME,
   writeCheckpoint,
 } from './checkpoint.ts';
 import { balancePolicy } from './balance.ts';
+import { gaitStart } from './gait.ts';
 import { compileG1 } from './model.ts';
 import { loadPolicyActor } from './policy-actor.ts';
 import { linearPolicyOnnx } from './onnx-policy.ts';
 import { filmMp4, replay } from './replay.ts';
 import type { RolloutPool } from './rollouts.ts';
 import { ACTIONS, OBSERVATION_SIZE, TIMING } from './task.ts';
-import { type IterationFigures, type TrainState, trainArs } from './train-ars.ts';
+import { type IterationFigures, TRAIN_OBJECTIVES, type TrainState, trainArs } from './train-ars.ts';
 
 export const ArsSettings = z
   .object({
     /** Iterations in all (a resumed run continues up to this count). */
     iterations: z.int().min(1).max(100_000),
-    /** A new run's first policy: the LQR balance controller (balance.ts) or zeros (a spec written before this setting: zeros). */
-    start: z.enum(['balance', 'zero']).default('zero'),
+    /**
+     * A new run's first policy: the LQR balance controller (balance.ts), the gait start (gait.ts:
+     * the controller marching, searched along its gait's directions only) or zeros (a spec written
+     * before this setting: zeros).
+     */
+    start: z.enum(ARS_STARTS).default('zero'),
+    /** What rollouts are ranked by (train-ars.ts TRAIN_OBJECTIVES; a spec written before this setting: return). */
+    objective: z.enum(TRAIN_OBJECTIVES).default('return'),
     directions: z.int().min(1).max(1_024),
     topDirections: z.int().min(1).max(1_024),
     stepSize: z.number().positive().max(10),
@@ -125,7 +133,7 @@ function paramsOf(state: TrainState, seed: number, start: ArsStart): string {
     seed,
     weights: Array.from(state.policy.weights),
     start,
-    ...(start === 'balance' ? { normaliser: { mean: Array.from(state.policy.mean), std: Array.from(state.policy.std) } } : {}),
+    ...(start !== 'zero' ? { normaliser: { mean: Array.from(state.policy.mean), std: Array.from(state.policy.std) } } : {}),
     stats: { count: state.stats.count, sum: Array.from(state.stats.sum), sumSquares: Array.from(state.stats.sumSquares) },
     history: [],
   });
@@ -197,11 +205,13 @@ export async function runTrain(raw: unknown, ctx: JobContext, pool: RolloutPool)
   const started = performance.now();
   const own = await latestCheckpoint(bucket, spec.run);
   const startedFrom = own ?? spec.resume;
-  let state: TrainState;
+  let state: TrainState | undefined;
   let history: HistoryEntry[] = [];
   let start: ArsStart = spec.ars.start;
   if (startedFrom) ({ state, history, start } = await stateFromCheckpoint(startedFrom, own ? 'checkpoint' : 'resume'));
-  else state = { policy: await firstPolicy(start), stats: emptyStats(OBSERVATION_SIZE), iteration: 0, steps: 0 };
+  // A new run's first policy; a resumed gait run needs only the basis its search keeps to.
+  const first = state === undefined || start === 'gait' ? await firstPolicy(start) : undefined;
+  state ??= { policy: first!.policy, stats: emptyStats(OBSERVATION_SIZE), iteration: 0, steps: 0 };
   if (own) ctx.progress({ stage: 'train', resumedFrom: own, iteration: state.iteration });
   const checkpoints: string[] = [];
   let lastSha256 = '';
@@ -241,8 +251,9 @@ export async function runTrain(raw: unknown, ctx: JobContext, pool: RolloutPool)
     state,
     {
       ...spec.ars,
-      // The balance controller's gains are written against its own normaliser: it holds.
-      normaliserIterations: start === 'balance' ? 0 : (spec.ars.normaliserIterations ?? undefined),
+      // The balance controller's gains (and the gait's, tracked through them) are written against its own normaliser: it holds.
+      normaliserIterations: start === 'zero' ? (spec.ars.normaliserIterations ?? undefined) : 0,
+      ...(first?.basis ? { basis: first.basis } : {}),
       seed: spec.seed,
       env: {
         noiseLevel: env.noiseLevel,
@@ -274,12 +285,17 @@ export async function runTrain(raw: unknown, ctx: JobContext, pool: RolloutPool)
   };
 }
 
-/** A new run's first policy: the balance controller (computed on the twin, about 0.5 s) or zeros. */
-async function firstPolicy(start: ArsStart): Promise<LinearPolicy> {
-  if (start === 'zero') return zeroPolicy(OBSERVATION_SIZE, ACTIONS.size);
+/**
+ * A new run's first policy: the balance controller (computed on the twin, about 0.5 s), the gait
+ * start with the basis its search keeps to (computed from the same controller, so a resumed run
+ * recomputes the same), or zeros.
+ */
+async function firstPolicy(start: ArsStart): Promise<{ policy: LinearPolicy; basis?: Float64Array[] }> {
+  if (start === 'zero') return { policy: zeroPolicy(OBSERVATION_SIZE, ACTIONS.size) };
   const sim = await compileG1({ timestep: TIMING.simDt });
   try {
-    return balancePolicy(sim).policy;
+    const balance = balancePolicy(sim).policy;
+    return start === 'gait' ? gaitStart(balance) : { policy: balance };
   } finally {
     sim.dispose();
   }

@@ -27,6 +27,31 @@ export interface TrainSettings extends ArsSettings {
    * 90-110 to 60-80 over 170 iterations); held after the first iteration, the same settings climbed.
    */
   readonly normaliserIterations?: number;
+  /**
+   * Search only along these directions of the weights (each a full weight vector): the directions
+   * drawn are standard normal in their coordinates, and every step stays in their span (the gait
+   * start's basis, gait.ts). Absent: every weight, as the paper.
+   */
+  readonly basis?: readonly Float64Array[];
+  /** What a rollout is scored by (TRAIN_OBJECTIVES); default `return`. */
+  readonly objective?: TrainObjective;
+}
+
+/**
+ * What ARS ranks rollouts by. `return`: the task's reward summed, upstream's objective. `progress`:
+ * a rollout that lasted all its steps scores 1 + PROGRESS_WEIGHT x its forward speed (m/s in its
+ * starting heading), one that fell scores the share of its steps it lasted, less 1: any rollout
+ * that stays up beats any that falls, and among those that stay up the faster wins. Not the task's
+ * reward: upstream's posture and pose penalties make a march in place score below standing still
+ * (measured: about -20 against +17 over 500 steps), so a search on it walks back to standing.
+ */
+export const TRAIN_OBJECTIVES = ['return', 'progress'] as const;
+export type TrainObjective = (typeof TRAIN_OBJECTIVES)[number];
+export const PROGRESS_WEIGHT = 10;
+
+export function rolloutScore(r: RolloutResult, rolloutSteps: number, objective: TrainObjective = 'return'): number {
+  if (objective === 'return') return r.return;
+  return r.steps === rolloutSteps && r.ended === null ? 1 + PROGRESS_WEIGHT * r.forwardSpeed : r.steps / rolloutSteps - 1;
 }
 
 export interface IterationFigures {
@@ -67,7 +92,8 @@ export async function trainArs(
     const iteration = state.iteration;
     // Each iteration's draws come from (seed, iteration), so a resumed run continues the same way.
     const random = seededRandom(s.seed * 100_003 + iteration);
-    const directions = sampleDirections(random, s.directions, size);
+    const drawn = sampleDirections(random, s.directions, s.basis?.length ?? size);
+    const directions = s.basis ? drawn.map((d) => inSpan(s.basis!, d, size)) : drawn;
     const { policy } = state;
     // The normaliser learns from the first `normaliserIterations` iterations' states, then holds.
     const updating = iteration < (s.normaliserIterations ?? Number.POSITIVE_INFINITY);
@@ -80,7 +106,8 @@ export async function trainArs(
         run(perturbed(policy.weights, d, s.noise, -1), seeds[k]!, updating),
       ]),
     );
-    const returns = directions.map((_, k) => [results[2 * k]!.return, results[2 * k + 1]!.return] as const);
+    const score = (r: RolloutResult) => rolloutScore(r, s.rolloutSteps, s.objective);
+    const returns = directions.map((_, k) => [score(results[2 * k]!), score(results[2 * k + 1]!)] as const);
     const step = arsUpdate(policy.weights, directions, returns, s);
     const stats = emptyStats(policy.observationSize);
     mergeStats(stats, state.stats);
@@ -107,4 +134,15 @@ export async function trainArs(
     await onIteration?.(state, figures);
   }
   return { state, history };
+}
+
+/** The weight vector sum_i coordinates_i basis_i. */
+function inSpan(basis: readonly Float64Array[], coordinates: Float64Array, size: number): Float64Array {
+  const out = new Float64Array(size);
+  basis.forEach((b, i) => {
+    if (b.length !== size) throw new ConfigError(`basis[${i}]`, b.length, `must have one number per weight (${size})`);
+    const c = coordinates[i]!;
+    for (let j = 0; j < size; j++) out[j] += c * b[j]!;
+  });
+  return out;
 }

@@ -93,13 +93,13 @@ describe('humanoid locomotion (test size)', () => {
 
     const published = (await listArtifactVersions(where(), POLICY_ARTIFACT)).length;
     const from = (cold.output as { checkpoint: string }).checkpoint;
-    // Its config says zero; the checkpoint's balance start is what trains on, and what the report shows.
+    // Its config says zero; the checkpoint's gait start is what trains on, and what the report shows.
     const more = HumanoidConfig.parse({ ...HUMANOID_SIZES.test, checkpoint: from, ars: { ...HUMANOID_SIZES.test.ars, iterations: 6, start: 'zero' } });
     const continued = await runtime.startExecution(HUMANOID_PIPELINE, { config: more }).done;
     assert.equal(continued.status, 'SUCCEEDED', `${continued.error} ${continued.cause}`);
     const out = continued.output as { published: boolean; checkpoint: string; reportUri: string };
     assert.equal(out.published, false);
-    assert.match(await text(out.reportUri), /<td>ars\.start<\/td><td>balance \(from the checkpoint; the config says zero\)<\/td>/);
+    assert.match(await text(out.reportUri), /<td>ars\.start<\/td><td>gait \(from the checkpoint; the config says zero\)<\/td>/);
     const read = await readCheckpoint(out.checkpoint);
     assert.ok(read.manifest.step > (await readCheckpoint(from)).manifest.step, 'training went on from the checkpoint');
     assert.equal(read.manifest.history.length, 6);

@@ -24,7 +24,7 @@ const MEASURED: Record<string, number> = {
   refinery: 17657,
   sae: 2516,
   video: 8511,
-  humanoid: 7687,
+  humanoid: 7710,
   probe: 10703,
 };
 

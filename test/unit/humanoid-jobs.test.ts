@@ -33,7 +33,7 @@ let s3: S3Client;
 let pool: RolloutPool;
 const saved = { ...process.env };
 
-const spec = (run: string, iterations: number, resume: string | null = null, start: 'balance' | 'zero' = 'zero'): TrainSpec => ({
+const spec = (run: string, iterations: number, resume: string | null = null, start: 'balance' | 'gait' | 'zero' = 'zero'): TrainSpec => ({
   stage: 'train',
   trainer: 'ars',
   run,
@@ -43,6 +43,7 @@ const spec = (run: string, iterations: number, resume: string | null = null, sta
   ars: {
     iterations,
     start,
+    objective: 'return',
     directions: 2,
     topDirections: 1,
     stepSize: 0.02,
@@ -137,6 +138,24 @@ describe('humanoid CPU job: train', () => {
     // The rerun's config says zero: the checkpoint's start (and its held normaliser) wins.
     const resumed = await runTrain(spec('balance-cut', 2, null, 'zero'), ctx('balance-cut-2'), pool);
     assert.equal(resumed.start, 'balance');
+    const [a, b] = [await params(whole.checkpoint), await params(resumed.checkpoint)];
+    for (let i = 0; i < a.weights.length; i++) assert.ok(Math.abs(a.weights[i]! - b.weights[i]!) < 1e-12, `weight ${i}`);
+  });
+
+  it('starts from the gait start, searches its basis, and a rerun continues to the same weights', async () => {
+    const gait = (run: string, iterations: number) => ({
+      ...spec(run, iterations, null, 'gait'),
+      ars: { ...spec(run, iterations, null, 'gait').ars, objective: 'progress' as const },
+    });
+    const whole = await runTrain(gait('gait-whole', 2), ctx('gait-whole'), pool);
+    assert.equal(whole.start, 'gait');
+    const saved = JSON.parse((await (await readCheckpoint(whole.checkpoint)).file('params.json')).toString('utf8'));
+    assert.equal(saved.start, 'gait');
+    assert.deepEqual([saved.normaliser.std[0], saved.stats.count], [0.1, 0], "the controller's normaliser, held");
+    // Cut after one iteration and rerun: the basis is recomputed from the same controller, and the run ends where the uninterrupted one did.
+    await runTrain(gait('gait-cut', 1), ctx('gait-cut-1'), pool);
+    const resumed = await runTrain(gait('gait-cut', 2), ctx('gait-cut-2'), pool);
+    assert.equal(resumed.start, 'gait');
     const [a, b] = [await params(whole.checkpoint), await params(resumed.checkpoint)];
     for (let i = 0; i < a.weights.length; i++) assert.ok(Math.abs(a.weights[i]! - b.weights[i]!) < 1e-12, `weight ${i}`);
   });
