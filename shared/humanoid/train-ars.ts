@@ -4,7 +4,9 @@
  * pushes: common random numbers, so their difference is the direction's); every rollout's
  * observations feed the normaliser, updated after the step. After each iteration the new policy
  * runs `evaluations` rollouts on held-out seeds for the curves: mean return, steps upright,
- * forward speed.
+ * forward speed. Two choices beside the paper's: the directions may be drawn in a basis of the
+ * weights rather than over every weight (the gait start's, gait.ts), and rollouts may be ranked
+ * by staying up and moving forward rather than by the task's return (TRAIN_OBJECTIVES).
  */
 import { ConfigError } from '../errors.ts';
 import { seededRandom } from '../random.ts';
