@@ -155,9 +155,8 @@ export type HumanoidConfig = z.output<typeof HumanoidConfig>;
 
 /**
  * Sizes. test: a few iterations and one short replay (the end-to-end test). smoke: under 10
- * minutes on 2 cores (measured: 190 s). local: 300 iterations, about 20 minutes on 2 cores from
- * the gait start (an hour from the balance start, whose rollouts all run 500 steps); its speed
- * had flattened from iteration 100 on (README). full: Brax PPO, 150M steps on one GPU.
+ * minutes on 2 cores (measured: 190 s). local: about an hour on 2 cores (measured from the gait
+ * start: 800 iterations in 3,389 s). full: Brax PPO, 150M steps on one GPU.
  */
 export const HUMANOID_SIZES = {
   test: {
@@ -165,7 +164,7 @@ export const HUMANOID_SIZES = {
     replay: { forward: [0.5], steps: 50 },
   },
   smoke: { ars: { iterations: 60, directions: 16, topDirections: 8, checkpointEvery: 15 } },
-  local: { ars: { iterations: 300, checkpointEvery: 25 } },
+  local: { ars: { iterations: 800, checkpointEvery: 25 } },
   full: { trainer: 'ppo' },
 } as const satisfies Record<string, z.input<typeof HumanoidConfig>>;
 
