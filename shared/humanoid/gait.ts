@@ -118,16 +118,15 @@ export function gaitDelta(balance: LinearPolicy, gait: GaitParameters): Float64A
   onSpeed[6] = -gait.hipPitchOnSpeed;
   // The phase's rate (rad/s) at the reset's middle gait frequency: what the references' rate is taken against.
   const omega = 2 * Math.PI * ((RESET.gaitHz[0] + RESET.gaitHz[1]) / 2);
+  // Pre-activation units per radian of position target, through tanh's slope at each action's bias.
+  const perRadian = Array.from({ length: m }, (_, i) => 1 / (ACTIONS.actionScale * (1 - Math.tanh(weights[w(i, n)]!) ** 2)));
   const delta = new Float64Array(weights.length);
   for (let i = 0; i < m; i++) {
-    // Pre-activation units per radian of position target, through tanh's slope at the policy's bias.
-    const slope = 1 - Math.tanh(weights[w(i, n)]!) ** 2;
-    const perRadian = 1 / (ACTIONS.actionScale * slope);
-    let c = cos[i]! * perRadian;
-    let s = sin[i]! * perRadian;
-    let b = offset[i]! * perRadian;
-    let velocity = onSpeed[i]! * perRadian;
-    let command = -onSpeed[i]! * perRadian;
+    let c = cos[i]! * perRadian[i]!;
+    let s = sin[i]! * perRadian[i]!;
+    let b = offset[i]! * perRadian[i]!;
+    let velocity = onSpeed[i]! * perRadian[i]!;
+    let command = -onSpeed[i]! * perRadian[i]!;
     for (let k = 0; k < m; k++) {
       // What the gains see of the reference: joint angle less it, joint velocity less its rate.
       const angle = weights[w(i, AT.jointPositionOffset + k)]! / std[AT.jointPositionOffset + k]!;
@@ -145,9 +144,8 @@ export function gaitDelta(balance: LinearPolicy, gait: GaitParameters): Float64A
     delta[w(i, AT.linearVelocity)] += velocity * std[AT.linearVelocity]!;
     delta[w(i, AT.command)] += command - (weights[w(i, AT.linearVelocity)]! / std[AT.linearVelocity]!) * gait.velocityReference;
   }
-  const perRadian = (row: number) => 1 / (ACTIONS.actionScale * (1 - Math.tanh(weights[w(row, n)]!) ** 2));
-  for (const row of [0, 6]) delta[w(row, AT.linearVelocity)] += gait.hipPitchOnVelocity * perRadian(row) * std[AT.linearVelocity]!;
-  for (const row of [1, 7]) delta[w(row, AT.linearVelocity + 1)] += gait.hipRollOnVelocity * perRadian(row) * std[AT.linearVelocity + 1]!;
+  for (const row of [0, 6]) delta[w(row, AT.linearVelocity)] += gait.hipPitchOnVelocity * perRadian[row]! * std[AT.linearVelocity]!;
+  for (const row of [1, 7]) delta[w(row, AT.linearVelocity + 1)] += gait.hipRollOnVelocity * perRadian[row]! * std[AT.linearVelocity + 1]!;
   return delta;
 }
 
